@@ -1,0 +1,3 @@
+from cortexm.cli import main
+
+main()

@@ -1,0 +1,267 @@
+"""Single-operator cases: one per lowering the cortex_m backend performs, with the
+parameters (stride, padding, dilation, ceil_mode, ...) that select different
+CMSIS-NN code paths."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from cortexm.cases import register
+
+
+def image(c: int, h: int, w: int, n: int = 1) -> torch.Tensor:
+    """A channels_last input in [-1, 1): the layout the legacy lowering expects."""
+    return (torch.rand(n, c, h, w) * 2 - 1).to(memory_format=torch.channels_last)
+
+
+def vector(*shape: int) -> torch.Tensor:
+    return torch.rand(*shape) * 2 - 1
+
+
+class Apply(nn.Module):
+    """Wraps a function of the inputs (and optional layers) as a module."""
+
+    def __init__(self, fn, **layers: nn.Module) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, layer in layers.items():
+            self.add_module(name, layer)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
+def layer(module: nn.Module, x: torch.Tensor) -> tuple:
+    return module.eval(), (x,)
+
+
+# --- convolution -------------------------------------------------------------
+
+@register("conv2d", "3x3 convolution, 4->8 channels, padding 1")
+def _():
+    return layer(nn.Conv2d(4, 8, 3, padding=1), image(4, 8, 8))
+
+
+@register("conv2d_stride2", "3x3 convolution, stride 2, no padding")
+def _():
+    return layer(nn.Conv2d(3, 8, 3, stride=2), image(3, 11, 11))
+
+
+@register("conv2d_padding_asym", "3x5 kernel with padding (1, 2) and stride (1, 2)")
+def _():
+    return layer(nn.Conv2d(4, 6, (3, 5), stride=(1, 2), padding=(1, 2)), image(4, 7, 9))
+
+
+@register("conv2d_dilation2", "3x3 convolution, dilation 2 (no im2col fast path)")
+def _():
+    return layer(nn.Conv2d(4, 8, 3, dilation=2, padding=2), image(4, 9, 9))
+
+
+@register("conv2d_1x1", "pointwise 1x1 convolution, 16->8 channels")
+def _():
+    return layer(nn.Conv2d(16, 8, 1), image(16, 6, 6))
+
+
+@register("conv2d_1xn", "1x3 kernel over a 1-row input (CMSIS-NN's 1xN path)")
+def _():
+    return layer(nn.Conv2d(8, 8, (1, 3), padding=(0, 1)), image(8, 1, 16))
+
+
+@register("conv2d_groups", "grouped convolution, 8->8 channels in 2 groups")
+def _():
+    return layer(nn.Conv2d(8, 8, 3, padding=1, groups=2), image(8, 6, 6))
+
+
+@register("conv2d_relu", "convolution with a fused ReLU")
+def _():
+    return layer(nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU()), image(4, 8, 8))
+
+
+@register("conv2d_relu6_stride2", "convolution with a fused ReLU6, stride 2")
+def _():
+    return layer(nn.Sequential(nn.Conv2d(3, 6, 3, stride=2, padding=1), nn.ReLU6()), image(3, 9, 9))
+
+
+@register("depthwise_conv2d", "3x3 depthwise convolution, 8 channels")
+def _():
+    return layer(nn.Conv2d(8, 8, 3, padding=1, groups=8), image(8, 8, 8))
+
+
+@register("depthwise_conv2d_multiplier", "depthwise convolution with channel multiplier 2")
+def _():
+    return layer(nn.Conv2d(4, 8, 3, padding=1, groups=4), image(4, 7, 7))
+
+
+@register("depthwise_conv2d_stride2", "5x5 depthwise, stride 2, padding 2")
+def _():
+    return layer(nn.Conv2d(8, 8, 5, stride=2, padding=2, groups=8), image(8, 10, 10))
+
+
+@register("depthwise_conv2d_single_channel", "depthwise with one input channel (a regular conv on MVE)")
+def _():
+    return layer(nn.Conv2d(1, 1, 3, padding=1, groups=1), image(1, 8, 8))
+
+
+@register("transpose_conv2d", "2x2 transposed convolution, stride 2")
+def _():
+    return layer(nn.ConvTranspose2d(8, 4, 2, stride=2), image(8, 4, 4))
+
+
+@register("transpose_conv2d_padding", "3x3 transposed convolution, stride 2, padding 1 (padding not a multiple of the stride)")
+def _():
+    return layer(nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1), image(4, 5, 5))
+
+
+@register("transpose_conv2d_output_padding", "transposed convolution with output_padding 1: not lowered, runs on portable kernels",
+          notes="the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)")
+def _():
+    return layer(nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1), image(4, 5, 5))
+
+
+# --- fully connected ----------------------------------------------------------
+
+@register("linear", "fully connected 32->16 with bias")
+def _():
+    return layer(nn.Linear(32, 16), vector(2, 32))
+
+
+@register("linear_no_bias", "fully connected 24->10 without bias")
+def _():
+    return layer(nn.Linear(24, 10, bias=False), vector(1, 24))
+
+
+@register("linear_relu", "fully connected with a fused ReLU")
+def _():
+    return layer(nn.Sequential(nn.Linear(16, 16), nn.ReLU()), vector(4, 16))
+
+
+@register("bmm", "batched matrix multiply of two activations")
+def _():
+    return Apply(lambda m, a, b: torch.bmm(a, b)).eval(), (vector(2, 4, 8), vector(2, 8, 6))
+
+
+class MatmulConstant(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.rand(12, 8) * 2 - 1)
+
+    def forward(self, x):
+        return torch.matmul(x, self.w)
+
+
+@register("matmul_constant", "matmul of an activation by a constant matrix", known_failures={
+    "*": "upstream defect: MatmulToBmmPass calls .to_tensor() on the constant operand during quantizer annotation "
+         "(AttributeError); present in executorch 1.5.1 and main cff6f4dd, no upstream fix yet"})
+def _():
+    return MatmulConstant().eval(), (vector(1, 3, 12),)
+
+
+# --- pooling ------------------------------------------------------------------
+
+@register("avg_pool2d", "2x2 average pool, stride 2", notes="CMSIS-NN rounds the integer mean; the reference averages in float")
+def _():
+    return layer(nn.AvgPool2d(2, 2), image(8, 8, 8))
+
+
+@register("avg_pool2d_padding", "3x3 average pool, stride 2, padding 1 (padding excluded from the count)")
+def _():
+    return layer(nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), image(4, 9, 9))
+
+
+@register("avg_pool2d_count_include_pad", "3x3 average pool, stride 2, padding 1, count_include_pad (lowered to pad + pool)")
+def _():
+    return layer(nn.AvgPool2d(3, 2, padding=1, count_include_pad=True), image(4, 9, 9))
+
+
+@register("avg_pool2d_ceil_mode", "2x3 average pool, stride (2, 3), ceil_mode")
+def _():
+    return layer(nn.AvgPool2d((2, 3), (2, 3), ceil_mode=True), image(4, 7, 8))
+
+
+@register("max_pool2d", "2x2 max pool, stride 2")
+def _():
+    return layer(nn.MaxPool2d(2, 2), image(8, 8, 8))
+
+
+@register("max_pool2d_padding", "3x3 max pool, stride 2, padding 1")
+def _():
+    return layer(nn.MaxPool2d(3, 2, padding=1), image(4, 9, 9))
+
+
+@register("max_pool2d_ceil_mode", "3x3 max pool, stride 2, ceil_mode: not lowered, runs on portable kernels",
+          notes="the cortex_m backend leaves ceil_mode max pooling to the portable int8 kernel")
+def _():
+    return layer(nn.MaxPool2d(3, 2, ceil_mode=True), image(4, 8, 8))
+
+
+@register("mean_hw", "global average over H and W (decomposed to an average pool)")
+def _():
+    return Apply(lambda m, x: x.mean(dim=(2, 3), keepdim=True)).eval(), (image(8, 5, 5),)
+
+
+# --- elementwise --------------------------------------------------------------
+
+@register("add", "elementwise add of two activations")
+def _():
+    return Apply(lambda m, a, b: a + b).eval(), (image(4, 5, 5), image(4, 5, 5))
+
+
+@register("add_broadcast", "add with a broadcast operand: not lowered, runs on portable float kernels",
+          notes="the cortex_m backend lowers only same-shape adds")
+def _():
+    return Apply(lambda m, a, b: a + b).eval(), (vector(2, 3, 8), vector(1, 1, 8))
+
+
+@register("mul", "elementwise multiply of two activations")
+def _():
+    return Apply(lambda m, a, b: a * b).eval(), (image(4, 5, 5), image(4, 5, 5))
+
+
+# --- activations --------------------------------------------------------------
+
+@register("relu", "standalone ReLU")
+def _():
+    return Apply(lambda m, x: torch.relu(x)).eval(), (image(4, 6, 6),)
+
+
+@register("clamp", "standalone clamp to [-0.5, 0.75]")
+def _():
+    return Apply(lambda m, x: torch.clamp(x, -0.5, 0.75)).eval(), (image(4, 6, 6),)
+
+
+@register("hardtanh", "standalone hardtanh to [-0.25, 0.5]")
+def _():
+    return Apply(lambda m, x: nn.functional.hardtanh(x, -0.25, 0.5)).eval(), (image(4, 6, 6),)
+
+
+@register("linear_hardswish", "fully connected followed by hardswish")
+def _():
+    return layer(nn.Sequential(nn.Linear(16, 16), nn.Hardswish()), vector(2, 16))
+
+
+@register("sigmoid", "sigmoid through a 256-entry lookup table")
+def _():
+    return Apply(lambda m, x: torch.sigmoid(x)).eval(), (vector(2, 32) * 4,)
+
+
+@register("softmax", "softmax over the last dimension")
+def _():
+    return Apply(lambda m, x: torch.softmax(x, dim=-1)).eval(), (vector(4, 10) * 3,)
+
+
+# --- data movement ------------------------------------------------------------
+
+@register("pad", "constant pad of H and W")
+def _():
+    return Apply(lambda m, x: nn.functional.pad(x, (1, 2, 2, 1))).eval(), (vector(1, 3, 4, 5),)
+
+
+@register("permute", "permute NHWC -> NCHW")
+def _():
+    return Apply(lambda m, x: x.permute(0, 3, 1, 2)).eval(), (vector(2, 3, 4, 5),)
+
+
+@register("transpose", "transpose of the last two dimensions")
+def _():
+    return Apply(lambda m, x: x.transpose(1, 2)).eval(), (vector(2, 6, 5),)

@@ -1,0 +1,256 @@
+"""The `cortexm` command line: one subcommand per stage, each usable alone.
+
+Every subcommand turns bad input into a one-line `error: ...` and exit status 2;
+checks that find problems exit 1; success is 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from cortexm import __version__
+from cortexm.errors import CortexmError
+
+EXIT_PROBLEMS = 1
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="cortexm", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        code = 130
+    except click.ClickException as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        code = EXIT_BAD_INPUT
+    except CortexmError as e:
+        click.echo(f"error: {e}", err=True)
+        code = EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        code = 130
+    except Exception as e:  # a bug: still one line, with a way to get details
+        if os.environ.get("CORTEXM_DEBUG"):
+            raise
+        click.echo(f"error: internal error {type(e).__name__}: {e} (set CORTEXM_DEBUG=1 for the traceback)", err=True)
+        code = 3
+    sys.exit(code or 0)
+
+
+def _targets_option(multiple: bool = False, required: bool = False, help_text: str = "Cortex-M core, e.g. cortex-m7."):
+    return click.option("--target", "-t", "targets" if multiple else "target", multiple=multiple,
+                        required=required, help=help_text)
+
+
+def _core(name: str):
+    from cortexm.targets import core
+
+    return core(name)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cortexm")
+def cli() -> None:
+    """Export, check, build and run ExecuTorch Cortex-M (CMSIS-NN) models."""
+
+
+# --- pins and targets ---------------------------------------------------------------
+
+@cli.command()
+@click.option("--executorch-src", help="ExecuTorch tree whose CMSIS_NN_VERSION to compare with the pin.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def pins(executorch_src: str | None, as_json: bool) -> int:
+    """Show the pin file and check what can be checked here."""
+    from cortexm import pins as pinmod
+    from cortexm import sources
+
+    data = pinmod.load()
+    checks = [pinmod.check_installed_executorch(data), *pinmod.check_installed_wheel_versions(data)]
+    tree = sources.locate(sources.EXECUTORCH, executorch_src)
+    if tree.path is not None:
+        checks.append(pinmod.check_cmsis_nn_pin_in_tree(data, tree.path))
+    else:
+        checks.append(pinmod.Check("CMSIS_NN_VERSION in executorch tree", None, "no ExecuTorch tree given or found"))
+    if as_json:
+        click.echo(json.dumps({"file": str(pinmod.pins_path()), "pins": data,
+                               "checks": [c.__dict__ for c in checks]}, indent=2))
+    else:
+        et, nn = data["executorch"], data["cmsis-nn"]
+        tc, fvp = data["toolchain"], data["fvp"]["corstone-300"]
+        click.echo(f"pin file    {pinmod.pins_path()}")
+        click.echo(f"executorch  {et['version']} at {et['rev']}  nar {et['nar_hash'] or '(not established here, see its provenance)'}")
+        click.echo(f"cmsis-nn    {nn['rev']}  nar {nn['nar_hash']}")
+        click.echo(f"toolchain   {tc['name']} {tc['version']} for {', '.join(sorted(tc['files']))}")
+        click.echo(f"fvp         corstone-300 {fvp['version']} for {', '.join(sorted(fvp['files']))} (sha256 {'pinned' if all(f['sha256'] for f in fvp['files'].values()) else 'not established, md5 only'})")
+        click.echo("wheels      " + ", ".join(f"{n} {w['version']} ({len(w['files'])} files)" for n, w in data["wheels"].items()))
+        click.echo("checks:")
+        for c in checks:
+            mark = {True: "ok  ", False: "FAIL", None: "--  "}[c.ok]
+            click.echo(f"  {mark}  {c.what}: {c.detail}")
+    return EXIT_PROBLEMS if any(c.ok is False for c in checks) else 0
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def targets(as_json: bool) -> None:
+    """List the cores, their CMSIS-NN backend (as ExecuTorch resolves it) and simulators."""
+    from cortexm.targets import CORES, upstream_backend
+
+    rows = []
+    for c in CORES:
+        try:
+            upstream = upstream_backend(c)
+        except Exception:  # executorch not installed: show what this project expects
+            upstream = None
+        rows.append({"target": c.name, "backend": upstream or c.backend, "backend_expected": c.backend,
+                     "gcc_flags": " ".join(c.gcc_flags), "qemu_machine": c.qemu_machine, "fvp_model": c.fvp_model})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from cortexm.report import table
+
+    table(["target", "CMSIS-NN", "GCC flags", "QEMU -M", "FVP"],
+          [[r["target"], r["backend"] + ("" if r["backend"] == r["backend_expected"] else f" (expected {r['backend_expected']})"),
+            r["gcc_flags"], r["qemu_machine"] or "-", r["fvp_model"] or "-"] for r in rows])
+
+
+# --- export, inspect, verify, dialect ------------------------------------------------
+
+@cli.command()
+@click.argument("model", required=False)
+@_targets_option()
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .pte (default NAME-CORE.pte).")
+@click.option("--layout", type=click.Choice(["legacy", "explicit"]), default="legacy", show_default=True,
+              help="explicit: ExecuTorch's experimental explicit-NHWC lowering (*_nhwc operators).")
+@click.option("--list", "list_cases", is_flag=True, help="Print the built-in case names, one per line.")
+def export(model: str | None, target: str | None, output: str | None, layout: str, list_cases: bool) -> None:
+    """Lower MODEL (a built-in case or FILE.py:FACTORY) for one core.
+
+    Writes the .pte and beside it NAME.json (sidecar), NAME.dialect.txt, the
+    example inputs and the Python reference outputs as raw .bin files.
+    """
+    if list_cases:
+        from cortexm.cases import all_cases
+
+        for case in all_cases():
+            click.echo(case.name)
+        return
+    if not model:
+        raise click.UsageError("missing MODEL (a built-in case, see --list, or FILE.py:FACTORY)")
+    if not target:
+        raise click.UsageError("missing --target (e.g. --target cortex-m7); there is no default core")
+    from cortexm import export as exporter
+    from cortexm import modelsource
+
+    core = _core(target)
+    out = Path(output) if output else None
+    if out is not None and out.suffix != ".pte":
+        raise CortexmError(f"{out}: the output must be a .pte path")
+    bundle = modelsource.load(model)
+    result = exporter.export(bundle, core, layout)
+    out = out or Path(f"{bundle.name}-{core.short}.pte")
+    exporter.write(result, out)
+    click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {exporter.sidecar_path(out)}")
+
+
+@cli.command(name="inspect")
+@click.argument("pte", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def inspect_cmd(pte: str, as_json: bool) -> None:
+    """Show a .pte: header, operator calls with their value counts and scratch, memory, I/O."""
+    from cortexm.inspect import inspect
+    from cortexm.report import print_inspection
+
+    report = inspect(Path(pte))
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        print_inspection(report)
+
+
+@cli.command()
+@click.argument("ptes", nargs=-1, required=True, type=click.Path())
+@click.option("--library", "library_path", default="installed", show_default=True,
+              help="ExecuTorch tree or package, generated-kernels folder, schema .yaml, or 'installed'.")
+@_targets_option(help_text="Core to audit scratch and layout for (default: the sidecar's target).")
+def verify(ptes: tuple[str, ...], library_path: str, target: str | None) -> int:
+    """Check .pte files against a kernel library and a core; one line per problem."""
+    from cortexm import library
+    from cortexm.verify import verify_file
+
+    lib = library.load(library_path)
+    core = _core(target) if target else None
+    click.echo(f"library: {lib.description}", err=True)
+    problems = errors = 0
+    for pte in ptes:
+        try:
+            findings = verify_file(Path(pte), lib, core)
+        except CortexmError as e:
+            click.echo(f"error: {e}", err=True)
+            errors += 1
+            continue
+        for f in findings:
+            click.echo(f.line())
+        problems += sum(f.is_problem for f in findings)
+    if errors:
+        return EXIT_BAD_INPUT
+    return EXIT_PROBLEMS if problems else 0
+
+
+@cli.command()
+@click.argument("models", nargs=-1)
+@_targets_option(multiple=True, help_text="Core(s) to lower for (repeatable).")
+@click.option("--all", "all_cases", is_flag=True, help="Every built-in case.")
+@click.option("--goldens", type=click.Path(file_okay=False), help="Compare with DIR/<core>/<case>.txt.")
+@click.option("--update-goldens", is_flag=True, help="Write the goldens instead of comparing.")
+def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, goldens: str | None, update_goldens: bool) -> int:
+    """Print the lowered graph of MODEL(s) in canonical text, or compare it with golden files."""
+    from cortexm import dialect as dia
+    from cortexm import modelsource
+    from cortexm.cases import all_cases as every_case
+
+    if not targets:
+        raise click.UsageError("missing --target (repeatable)")
+    if update_goldens and not goldens:
+        raise click.UsageError("--update-goldens needs --goldens DIR")
+    names = [c.name for c in every_case()] if all_cases else list(models)
+    if not names:
+        raise click.UsageError("give MODEL(s) or --all")
+    cores = [_core(t) for t in targets]
+    problems = 0
+    for name in names:
+        for core in cores:
+            try:
+                text = dia.lowered_text(modelsource.load(name), core)
+            except dia.KnownFailure as e:
+                click.echo(f"XFAIL {name} {core.name}: {e}")
+                continue
+            if not goldens:
+                click.echo(text, nl=False)
+                continue
+            path = dia.golden_path(Path(goldens), core.name, name)
+            if update_goldens:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                click.echo(f"wrote {path}")
+                continue
+            diff = dia.compare(text, path)
+            if diff is None:
+                click.echo(f"OK {name} {core.name}")
+            else:
+                problems += 1
+                click.echo(f"FAIL {name} {core.name}: lowered graph differs from {path}")
+                click.echo(diff, nl=False)
+    return EXIT_PROBLEMS if problems else 0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""Lowering a float model to a .pte for one Cortex-M core, with everything needed to check it.
+
+The flow is upstream's (backends/cortex_m/test/tester.py, examples/arm/aot_arm_compiler.py):
+torch.export -> CortexMQuantizer (PT2E) -> to_edge -> CortexMPassManager with the
+core's CortexMTargetConfig -> to_executorch. The target config is always passed
+explicitly: left out, ExecuTorch silently lowers for the M55 (MVE).
+
+An export is a bundle of files beside the .pte:
+  NAME.pte              the program
+  NAME.json             sidecar: target, backend, versions, inputs/outputs (dtype, shape,
+                        dim order, quantisation), file names below
+  NAME.dialect.txt      the lowered graph in canonical text (see cortexm.dialect)
+  NAME.input-K.bin      example input K, raw bytes in the program's dim order
+  NAME.reference-K.bin  the Python reference's output K for those inputs, same layout
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cortexm import __version__
+from cortexm.errors import CortexmError
+from cortexm.modelsource import ModelBundle
+from cortexm.targets import Core
+
+SIDECAR_FORMAT = 1
+
+
+def quiet_lowering_imports() -> None:
+    """Silence import-time chatter of torch/torchao that users cannot act on."""
+    for name in ("torch", "torchao", "executorch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"(torch|torchao|executorch)(\.|$)")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+def _quiet_loggers() -> None:
+    # Modules that set their own level at import (exir.pass_manager warns on every
+    # CortexMPassManager use that PassManager is deprecated; users cannot act on it).
+    logging.getLogger("executorch.exir.pass_manager").setLevel(logging.ERROR)
+
+
+@dataclass
+class Export:
+    name: str
+    core: Core
+    pte: bytes
+    sidecar: dict[str, Any]
+    dialect: str
+    inputs: list[bytes]
+    references: list[bytes]
+
+
+LAYOUTS = ("legacy", "explicit")
+
+
+@dataclass
+class Lowered:
+    edge: Any  # EdgeProgramManager after the cortex_m passes
+    quantized: Any  # the PT2E-converted module (q/dq around float ops), the fallback reference
+
+
+def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
+    """The program lowered for `core`, and the quantized model it was lowered from.
+
+    layout "explicit" selects ExecuTorch's experimental explicit-NHWC pass list
+    (the `*_nhwc` operators); it takes contiguous NCHW inputs.
+    """
+    if layout not in LAYOUTS:
+        raise CortexmError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    quiet_lowering_imports()
+    import torch
+    from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
+    from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
+    from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
+    from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+    from executorch.exir import to_edge
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    _quiet_loggers()
+    config = CortexMTargetConfig.from_target_string(core.name)
+    if layout == "explicit":
+        bundle.example_inputs = tuple(t.contiguous() for t in bundle.example_inputs)
+        bundle.calibration = [tuple(t.contiguous() for t in s) for s in bundle.calibration]
+    inputs = bundle.example_inputs
+    with _stage(bundle, core, "torch.export"):
+        # check_guards=False: with torch 2.13 the guard module breaks PT2E annotation.
+        graph = torch.export.export(bundle.module, inputs, strict=True).module(check_guards=False)
+    with _stage(bundle, core, "quantization"):
+        prepared = prepare_pt2e(graph, CortexMQuantizer())
+        for sample in bundle.calibration:
+            prepared(*sample)
+        quantized = convert_pt2e(prepared)
+    with _stage(bundle, core, "torch.export of the quantized model"):
+        exported = torch.export.export(quantized, inputs, strict=True)
+    with _stage(bundle, core, "to_edge"):
+        edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
+    with _stage(bundle, core, "the cortex_m passes"):
+        edge._edge_programs["forward"] = CortexMPassManager(
+            edge.exported_program(), target_config=config, use_explicit_layout=layout == "explicit"
+        ).transform()
+    return Lowered(edge, quantized)
+
+
+def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
+    import torch
+    from executorch import version as et_version
+
+    from cortexm import dialect
+    from cortexm.pte import parse
+
+    lowered = lower(bundle, core, layout)
+    program = lowered.edge.exported_program()
+    title = f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})"
+    text = dialect.render(program, title)
+    reference, reference_kind = _reference(bundle, core, lowered)
+    with _stage(bundle, core, "to_executorch"):
+        pte = lowered.edge.to_executorch().buffer
+    plan = parse(pte).plan()
+
+    in_qparams, out_qparams = _io_qparams(program)
+    inputs_meta, input_bytes = [], []
+    for k, (tensor, index) in enumerate(zip(bundle.example_inputs, plan.inputs)):
+        tv = plan.values[index]
+        input_bytes.append(_raw(tensor, tv.dim_order))
+        inputs_meta.append(_io_entry(tv, f"{bundle.name}.input-{k}.bin", in_qparams.get(k)))
+    outputs_meta, ref_bytes = [], []
+    for k, (tensor, index) in enumerate(zip(reference, plan.outputs)):
+        tv = plan.values[index]
+        ref_bytes.append(_raw(tensor, tv.dim_order))
+        entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
+        entry["reference"] = entry.pop("file")
+        outputs_meta.append(entry)
+
+    sidecar = {
+        "cortexm": {"format": SIDECAR_FORMAT, "version": __version__},
+        "name": bundle.name,
+        "target": core.name,
+        "backend": core.backend,
+        "executorch": {"version": et_version.__version__, "git_version": et_version.git_version},
+        "torch": torch.__version__,
+        "source": bundle.source,
+        "layout": layout,
+        "qtol": bundle.qtol,
+        "reference": reference_kind,
+        "notes": bundle.notes,
+        "pte_sha256": hashlib.sha256(pte).hexdigest(),
+        "dialect": f"{bundle.name}.dialect.txt",
+        "inputs": inputs_meta,
+        "outputs": outputs_meta,
+    }
+    return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes)
+
+
+def _reference(bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str]:
+    """Outputs of the Python reference for the example inputs, and which reference gave them.
+
+    The preferred reference is the lowered graph itself, whose cortex_m operators
+    have integer Python implementations (ops/operators.py). Where one of those
+    cannot run on the host (torch has no integer dilated convolution), the PT2E
+    quantized model (float arithmetic between quantize/dequantize) stands in.
+    """
+    import torch
+
+    try:
+        with torch.no_grad():
+            outputs = lowered.edge.exported_program().module()(*bundle.example_inputs)
+        kind = "cortex_m dialect"
+    except Exception as first:
+        try:
+            with torch.no_grad():
+                outputs = lowered.quantized(*bundle.example_inputs)
+        except Exception:
+            with _stage(bundle, core, "the Python reference"):
+                raise first from None
+        reason = (str(first).strip().splitlines() or [""])[0][:120]
+        kind = f"pt2e quantized model (the cortex_m dialect reference failed: {type(first).__name__}: {reason})"
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    return outputs, kind
+
+
+class _stage:
+    """Turns any failure inside a lowering stage into one line naming the stage."""
+
+    def __init__(self, bundle: ModelBundle, core: Core, what: str) -> None:
+        self.where = f"{bundle.name} for {core.name}"
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if error is None or isinstance(error, (CortexmError, KeyboardInterrupt)):
+            return False
+        # Pass managers wrap the real error ("An error occurred when running ..."): report the innermost.
+        cause = error
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        first = (str(cause).strip().splitlines() or [""])[0][:300]
+        raise CortexmError(f"lowering {self.where} failed in {self.what}: {type(cause).__name__}: {first}") from error
+
+
+def _io_qparams(program) -> tuple[dict[int, dict], dict[int, dict]]:
+    """Quantisation of each user input (its quantize op) and output (its dequantize op)."""
+    signature = program.graph_signature
+    user_inputs = list(signature.user_inputs)
+    ins: dict[int, dict] = {}
+    outs: dict[int, dict] = {}
+    nodes = {n.name: n for n in program.graph.nodes}
+    for k, name in enumerate(user_inputs):
+        for user in nodes[name].users:
+            if "quantize_per_tensor" in str(user.target) and "dequantize" not in str(user.target):
+                ins[k] = _qparams(user.args)
+                break
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    for k, node in enumerate(results):
+        if hasattr(node, "target") and "dequantize_per_tensor" in str(node.target):
+            outs[k] = _qparams(node.args)
+    return ins, outs
+
+
+def _qparams(args) -> dict:
+    _, scale, zero_point, qmin, qmax, dtype = args[:6]
+    return {"scale": float(scale), "zero_point": int(zero_point), "qmin": int(qmin), "qmax": int(qmax),
+            "dtype": str(dtype).removeprefix("torch.")}
+
+
+def _io_entry(tv, file: str, quant: dict | None) -> dict:
+    return {"file": file, "dtype": tv.dtype, "shape": list(tv.sizes), "dim_order": list(tv.dim_order), "quant": quant}
+
+
+def _raw(tensor, dim_order) -> bytes:
+    """The tensor's bytes laid out in `dim_order`, as the runtime reads and writes them."""
+    t = tensor.detach()
+    if dim_order and list(dim_order) != list(range(t.dim())):
+        t = t.permute(*dim_order)
+    return t.contiguous().numpy().tobytes()
+
+
+# --- writing and reading bundles ---------------------------------------------
+
+def sidecar_path(pte_path: Path) -> Path:
+    return pte_path.with_suffix(".json")
+
+
+def write(result: Export, pte_path: Path) -> list[Path]:
+    """Write the bundle for `result`; refuses to overwrite files cortexm did not write."""
+    pte_path = Path(pte_path)
+    if pte_path.suffix != ".pte":
+        raise CortexmError(f"{pte_path}: the output must be a .pte path")
+    if pte_path.is_dir():
+        raise CortexmError(f"{pte_path}: is a directory")
+    folder = pte_path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = pte_path.stem
+    sidecar = dict(result.sidecar)
+    # File names follow the .pte's name, not the model's.
+    sidecar["dialect"] = f"{stem}.dialect.txt"
+    sidecar["inputs"] = [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(sidecar["inputs"])]
+    sidecar["outputs"] = [dict(e, reference=f"{stem}.reference-{k}.bin") for k, e in enumerate(sidecar["outputs"])]
+    sidecar_file = sidecar_path(pte_path)
+    _refuse_foreign(sidecar_file)
+    files: list[tuple[Path, bytes]] = [(pte_path, result.pte)]
+    files.append((folder / sidecar["dialect"], result.dialect.encode()))
+    files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs)]
+    files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references)]
+    files.append((sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode()))
+    for path, data in files:
+        _atomic_write(path, data)
+    return [p for p, _ in files]
+
+
+def read_sidecar(pte_path: Path) -> dict | None:
+    """The sidecar beside `pte_path`, or None if there is none."""
+    path = sidecar_path(Path(pte_path))
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CortexmError(f"{path}: unreadable sidecar ({e})") from None
+    if not isinstance(data, dict) or "cortexm" not in data:
+        return None
+    return data
+
+
+def _refuse_foreign(sidecar_file: Path) -> None:
+    if sidecar_file.exists():
+        try:
+            ours = "cortexm" in json.loads(sidecar_file.read_text())
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            raise CortexmError(f"{sidecar_file} exists and was not written by cortexm; choose another -o")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

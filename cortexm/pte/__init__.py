@@ -1,0 +1,12 @@
+"""Reading ExecuTorch programs (.pte) without torch."""
+
+from cortexm.pte.program import (  # noqa: F401
+    ExecutionPlan,
+    KernelCall,
+    Operator,
+    Program,
+    PteError,
+    TensorValue,
+    load,
+    parse,
+)

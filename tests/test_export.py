@@ -1,0 +1,66 @@
+"""export: deterministic bundles whose sidecar describes the program's real inputs and outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+
+from cortexm.pte import load
+
+from conftest import run_cli
+
+
+def test_bundle_matches_program(exported):
+    pte = exported("keyword_spotting", "cortex-m7")
+    sidecar = json.loads(pte.with_suffix(".json").read_text())
+    plan = load(pte).plan()
+    assert sidecar["target"] == "cortex-m7" and sidecar["backend"] == "DSP"
+    assert sidecar["pte_sha256"] == hashlib.sha256(pte.read_bytes()).hexdigest()
+    assert sidecar["executorch"]["git_version"]
+    for entries, indices, key in ((sidecar["inputs"], plan.inputs, "file"), (sidecar["outputs"], plan.outputs, "reference")):
+        assert len(entries) == len(indices)
+        for entry, index in zip(entries, indices):
+            tensor = plan.values[index]
+            assert entry["shape"] == list(tensor.sizes) and entry["dim_order"] == list(tensor.dim_order)
+            assert (pte.parent / entry[key]).stat().st_size == tensor.nbytes
+    out = sidecar["outputs"][0]
+    assert out["quant"]["dtype"] == "int8" and out["quant"]["scale"] > 0
+    reference = np.fromfile(pte.parent / out["reference"], dtype=np.float32)
+    # Reference outputs sit on the output's quantisation grid.
+    steps = reference / out["quant"]["scale"] + out["quant"]["zero_point"]
+    assert np.allclose(steps, np.round(steps), atol=1e-3)
+
+
+def test_export_is_deterministic(tmp_path):
+    for n in (1, 2):
+        result = run_cli("export", "depthwise_conv2d", "--target", "cortex-m55", "-o", str(tmp_path / f"run{n}" / "dw.pte"))
+        assert result.returncode == 0, result.stderr
+    assert (tmp_path / "run1/dw.pte").read_bytes() == (tmp_path / "run2/dw.pte").read_bytes()
+    assert (tmp_path / "run1/dw.reference-0.bin").read_bytes() == (tmp_path / "run2/dw.reference-0.bin").read_bytes()
+
+
+def test_user_model_file(tmp_path):
+    model = tmp_path / "tiny.py"
+    model.write_text(
+        "import torch\n\n"
+        "def make():\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()\n"
+        "    x = torch.rand(1, 8)\n"
+        "    return m, (x,), [(torch.rand(1, 8),) for _ in range(4)]\n"
+    )
+    result = run_cli("export", f"{model}:make", "--target", "cortex-m7", "-o", str(tmp_path / "out" / "tiny.pte"))
+    assert result.returncode == 0, result.stderr
+    sidecar = json.loads((tmp_path / "out/tiny.json").read_text())
+    assert sidecar["source"] == {"file": str(model), "factory": "make"}
+    ops = {c["operator"] for c in json.loads(run_cli("inspect", "--json", str(tmp_path / "out/tiny.pte")).stdout)["methods"][0]["calls"]}
+    assert "cortex_m::quantized_linear.out" in ops
+
+
+def test_list_prints_case_names():
+    from cortexm.cases import all_cases
+
+    result = run_cli("export", "--list")
+    assert result.returncode == 0
+    assert result.stdout.split() == [c.name for c in all_cases()]
