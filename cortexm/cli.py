@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -250,6 +251,86 @@ def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, 
                 click.echo(f"FAIL {name} {core.name}: lowered graph differs from {path}")
                 click.echo(diff, nl=False)
     return EXIT_PROBLEMS if problems else 0
+
+
+# --- the test app ----------------------------------------------------------------------
+
+DEFAULT_TEST_CORES = ("cortex-m7", "cortex-m55")
+EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
+
+
+@cli.command(name="test")
+@_targets_option(multiple=True, help_text="Core(s) to test (repeatable; default cortex-m7 and cortex-m55).")
+@click.option("--all-cores", is_flag=True, help="Also cortex-m3, cortex-m4 and cortex-m33.")
+@click.option("-k", "pattern", help="Only cases whose name contains PATTERN.")
+@click.option("--cases", "case_files", multiple=True, type=click.Path(dir_okay=False),
+              help="A Python file registering cases with @cortexm.cases.register (repeatable); runs only those.")
+@click.option("--pte", "ptes", multiple=True, type=click.Path(dir_okay=False),
+              help="A program exported elsewhere, with its sidecar (repeatable); checked and run on each core as it is.")
+@click.option("--sim", type=click.Choice(["qemu", "fvp", "none"]), default="qemu", show_default=True)
+@click.option("--goldens", type=click.Path(file_okay=False), help="Dialect goldens folder (default: the checkout's tests/goldens).")
+@click.option("--library", "library_path", help="Kernel library to verify against (default: the runner's own registration).")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report here.")
+@click.option("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), show_default=True, help="Parallel exports.")
+@click.option("--executorch-src", help="ExecuTorch tree for the runner build.")
+@click.option("--cmsis-nn-src", help="CMSIS-NN tree for the runner build.")
+def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, goldens, library_path, junit, json_path, jobs,
+             executorch_src, cmsis_nn_src) -> int:
+    """Export, check, run and compare every case on each core; print a table per core."""
+    from cortexm import library
+    from cortexm.testing import app, simulate
+    from cortexm.testing.summary import print_summary
+
+    names = list(targets) or list(DEFAULT_TEST_CORES)
+    if all_cores:
+        names += [c for c in EXTRA_CORES if c not in names]
+    cores = [_core(n) for n in names]
+    options = app.Options(
+        cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
+        goldens=Path(goldens) if goldens else app.default_goldens(),
+        library=library.load(library_path) if library_path else None,
+        jobs=max(1, jobs),
+    )
+    started = time.perf_counter()
+    with _Progress() as progress:
+        options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress)
+        results = app.run(options, progress=progress)
+    elapsed = time.perf_counter() - started
+    print_summary(results, options, elapsed)
+    meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__}
+    if junit:
+        Path(junit).write_text(app.to_junit(results))
+    if json_path:
+        Path(json_path).write_text(app.to_json(results, meta))
+    return EXIT_PROBLEMS if any(r.failed for r in results) else 0
+
+
+class _Progress:
+    """Live progress: one updating status line on a terminal, one line per event in logs."""
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
+        self.status = None
+
+    def __enter__(self):
+        if self.live:
+            from rich.console import Console
+
+            self.status = Console(stderr=True).status("starting")
+            self.status.__enter__()
+        return self
+
+    def __call__(self, message: str) -> None:
+        if self.status is not None:
+            self.status.update(message)
+        else:
+            click.echo(f"  {message}", err=True)
+
+    def __exit__(self, *exc):
+        if self.status is not None:
+            self.status.__exit__(*exc)
+        return False
 
 
 if __name__ == "__main__":

@@ -89,6 +89,22 @@ def _where(error: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
+def from_factory(factory, name: str | None = None, qtol: int = 1) -> ModelBundle:
+    """A bundle from a factory function in the caller's own code (the pytest fixture uses this)."""
+    import torch
+
+    from cortexm.export import quiet_lowering_imports
+
+    quiet_lowering_imports()
+    name = name or getattr(factory, "__name__", "model")
+    torch.manual_seed(zlib.crc32(name.encode()))
+    try:
+        result = factory()
+    except Exception as e:
+        raise CortexmError(f"{name}() raised {type(e).__name__}: {e}") from e
+    return _bundle(name, result, qtol=qtol, source={"factory": f"{getattr(factory, '__module__', '?')}.{name}"}, where=name)
+
+
 def _bundle(name: str, result: Any, qtol: int, source: dict, where: str) -> ModelBundle:
     import torch
 

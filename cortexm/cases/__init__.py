@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from cortexm.errors import CortexmError
@@ -26,6 +27,8 @@ class Case:
     # Known upstream defects: core name (or "*" for all) -> reason naming the upstream fix.
     # The suite expects these to fail, and fails when one starts passing.
     known_failures: dict[str, str] = field(default_factory=dict)
+    # Set for a program exported elsewhere and given to the test app as it is.
+    program: Path | None = None
 
     @property
     def seed(self) -> int:

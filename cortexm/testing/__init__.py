@@ -1,0 +1,1 @@
+"""The test app: every case, exported per core, checked stage by stage, reported."""

@@ -1,0 +1,80 @@
+"""Exports cached by content: what went into them decides whether they are reused.
+
+The key covers the case (its name, and for a user file its text), the core and
+layout, the cortexm code that lowers (export, modelsource, dialect, cases) and
+the installed torch and ExecuTorch. A second `cortexm test` with nothing
+changed reads every .pte from here without importing torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+from cortexm.sources import cache_dir
+
+_LOWERING_CODE = ("export.py", "modelsource.py", "dialect.py", "cases")
+
+
+@lru_cache(maxsize=None)
+def _code_fingerprint() -> str:
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for name in _LOWERING_CODE:
+        path = root / name
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    for dist in ("torch", "executorch"):
+        try:
+            h.update(f"{dist}=={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist} absent".encode())
+    try:
+        from executorch import version
+
+        h.update(str(version.git_version).encode())
+    except ImportError:
+        pass
+    return h.hexdigest()
+
+
+def key(case: str, core: str, layout: str, case_file: Path | None = None) -> str:
+    h = hashlib.sha256(_code_fingerprint().encode())
+    h.update(f"{case}\0{core}\0{layout}".encode())
+    if case_file is not None:
+        h.update(case_file.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def root() -> Path:
+    return Path(os.environ.get("CORTEXM_EXPORT_CACHE") or cache_dir() / "exports")
+
+
+def lookup(case: str, core: str, layout: str, case_file: Path | None = None) -> Path | None:
+    """The cached .pte for these inputs, or None."""
+    pte = root() / key(case, core, layout, case_file) / f"{case}.pte"
+    return pte if pte.is_file() and pte.with_suffix(".json").is_file() else None
+
+
+def store(case: str, core: str, layout: str, case_file: Path | None, write) -> Path:
+    """Run `write(pte_path)` into a fresh folder and move it into the cache atomically."""
+    final = root() / key(case, core, layout, case_file)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
+    try:
+        write(tmp / f"{case}.pte")
+        try:
+            tmp.rename(final)
+        except OSError:  # another process stored the same export first
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final / f"{case}.pte"

@@ -1,0 +1,52 @@
+"""Comparing simulator outputs with the Python reference, in quantization steps (LSB)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DTYPES = {"float32": np.float32, "float64": np.float64, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
+          "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+
+
+@dataclass
+class OutputDiff:
+    index: int
+    max_lsb: float  # max |actual - reference| in quantization steps (or raw units without quant)
+    mismatches: int  # elements that differ at all
+    elements: int
+    # (logical index, actual, reference, diff in LSB) of the largest differences
+    worst: list[tuple[tuple[int, ...], float, float, float]] = field(default_factory=list)
+
+
+def logical(raw: bytes, entry: dict) -> np.ndarray:
+    """Bytes in the program's dim order -> an array in logical (e.g. NCHW) order."""
+    dtype = DTYPES.get(entry["dtype"])
+    if dtype is None:
+        raise ValueError(f"cannot compare outputs of dtype {entry['dtype']}")
+    shape, order = entry["shape"], entry["dim_order"] or list(range(len(entry["shape"])))
+    stored = np.frombuffer(raw, dtype=dtype).reshape([shape[d] for d in order])
+    return stored.transpose(np.argsort(order))
+
+
+def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, worst: int = 5) -> OutputDiff:
+    """Differences of one output, in LSB of its quantization when it has one."""
+    if actual.shape != reference.shape:
+        raise ValueError(f"output {index}: shape {list(actual.shape)} differs from the reference's {list(reference.shape)}")
+    quant = entry.get("quant")
+    scale = quant["scale"] if quant and entry["dtype"].startswith("float") else 1.0
+    diff = np.abs(actual.astype(np.float64) - reference.astype(np.float64)) / scale
+    if quant:
+        diff = np.round(diff, 3)  # float rounding of dequantized values, not a real difference
+    order = np.argsort(diff, axis=None)[::-1][:worst]
+    worst_list = [
+        (tuple(int(i) for i in np.unravel_index(flat, diff.shape)), float(actual.flat[flat]), float(reference.flat[flat]), float(diff.flat[flat]))
+        for flat in order if diff.flat[flat] > 0
+    ]
+    return OutputDiff(index, float(diff.max()) if diff.size else 0.0, int((diff > 0).sum()), int(diff.size), worst_list)
+
+
+def reference_outputs(pte: Path, sidecar: dict) -> list[np.ndarray]:
+    return [logical((pte.parent / e["reference"]).read_bytes(), e) for e in sidecar["outputs"]]

@@ -1,0 +1,115 @@
+"""`cortexm test`: report formats, cache, and deliberately broken inputs failing with one-line reasons."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from junitparser import JUnitXml
+
+from conftest import REPO
+
+pytest_plugins = ["pytester"]
+
+
+def cortexm_test(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, CORTEXM_EXPORT_CACHE=str(cache))
+    return subprocess.run([sys.executable, "-m", "cortexm", "test", "--sim", "none", *args],
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("export-cache")
+
+
+def test_reports_and_cache(cache, tmp_path):
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.json"
+    first = cortexm_test("-k", "pool", "--junit", str(junit), "--json", str(report), cache=cache)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "exporting" in first.stderr
+    results = json.loads(report.read_text())["results"]
+    names = {r["case"] for r in results}
+    assert {"avg_pool2d", "max_pool2d", "avg_pool2d_ceil_mode"} <= names
+    assert {r["core"] for r in results} == {"cortex-m7", "cortex-m55"}
+    assert all(r["status"] == "PASS" and r["verify"] == "ok" and r["dialect"] == "ok" for r in results)
+
+    xml = JUnitXml.fromfile(str(junit))
+    suites = {s.name: s for s in xml}
+    assert set(suites) == {"cortex-m7", "cortex-m55"}
+    assert sum(s.tests for s in suites.values()) == len(results)
+    assert all(s.failures == 0 and s.errors == 0 for s in suites.values())
+
+    for core in ("cortex-m7", "cortex-m55"):
+        assert re.search(rf"^{core} \(no simulator\)$", first.stdout, re.M)
+        assert re.search(r"^avg_pool2d\s+ok\s+ok\s+skipped\s", first.stdout, re.M)
+
+    again = cortexm_test("-k", "pool", cache=cache)
+    assert again.returncode == 0 and "exporting" not in again.stderr  # everything came from the cache
+
+
+def test_program_lowered_for_the_other_core_fails(cache, exported, tmp_path):
+    m55 = exported("avg_pool2d", "cortex-m55")
+    junit = tmp_path / "junit.xml"
+    result = cortexm_test("--target", "cortex-m7", "--pte", str(m55), "--junit", str(junit), cache=cache)
+    assert result.returncode == 1
+    line = re.search(r"^FAIL avg_pool2d cortex-m7: (.*)$", result.stdout, re.M).group(1)
+    assert re.fullmatch(r"FAIL avg_pool2d cortex_m::quantized_avg_pool2d\.out#\d+: scratch 0 B planned, cortex-m7 \(DSP\) needs \d+ B", line)
+    case = next(iter(next(iter(JUnitXml.fromfile(str(junit))))))
+    assert case.result[0].message == line
+
+
+def test_library_with_a_changed_schema_fails(cache, tmp_path):
+    from cortexm import library
+
+    yaml = tmp_path / "operators.yaml"
+    original = (Path(library._installed_package()) / "backends/cortex_m/ops/operators.yaml").read_text()
+    yaml.write_text(original.replace("Tensor input, Tensor lut, *", "Tensor input, Tensor lut, int lut_offset, *"))
+    result = cortexm_test("-k", "sigmoid", "--target", "cortex-m7", "--library", str(yaml), cache=cache)
+    assert result.returncode == 1
+    assert re.search(r"^FAIL sigmoid cortex-m7: FAIL sigmoid cortex_m::quantized_activation\.out: model supplies 4, library expects 5$",
+                     result.stdout, re.M), result.stdout
+
+
+def test_known_failures_and_user_case_files(cache, tmp_path):
+    cases = tmp_path / "my_cases.py"
+    cases.write_text(
+        "import torch\n"
+        "from cortexm.cases import register\n\n"
+        "@register('my_linear', 'a user case')\n"
+        "def _():\n"
+        "    return torch.nn.Linear(8, 4).eval(), (torch.rand(1, 8),)\n\n"
+        "@register('my_claimed_broken', 'a case wrongly marked as broken', known_failures={'*': 'pretend defect'})\n"
+        "def _():\n"
+        "    return torch.nn.Linear(4, 4).eval(), (torch.rand(1, 4),)\n"
+    )
+    result = cortexm_test("--cases", str(cases), "--target", "cortex-m7", cache=cache)
+    assert result.returncode == 1  # the XPASS fails the run: the "defect" is not there
+    assert re.search(r"^my_linear\s+-\s+ok\s+skipped\s.*PASS\s*$", result.stdout, re.M), result.stdout
+    assert "XPASS my_claimed_broken cortex-m7: expected to fail (pretend defect) but passed" in result.stdout
+
+    xfail = cortexm_test("-k", "matmul_constant", "--target", "cortex-m55", cache=cache)
+    assert xfail.returncode == 0
+    assert re.search(r"^matmul_constant\s.*XFAIL\s*$", xfail.stdout, re.M)
+
+
+def test_pytest_fixture(pytester):
+    pytester.makepyfile(
+        """
+        import torch
+
+        def make():
+            return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU()).eval(), (torch.rand(2, 16),)
+
+        def test_mine(cortexm_check):
+            result = cortexm_check(make, target="cortex-m55", sim="none")
+            assert result.verify == "ok"
+        """
+    )
+    outcome = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    outcome.assert_outcomes(passed=1)
