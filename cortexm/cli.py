@@ -296,14 +296,60 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, goldens, librar
     with _Progress() as progress:
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress)
         results = app.run(options, progress=progress)
+    checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started
-    print_summary(results, options, elapsed)
+    print_summary(results, checks, options, elapsed)
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__}
     if junit:
-        Path(junit).write_text(app.to_junit(results))
+        Path(junit).write_text(app.to_junit(results, checks))
     if json_path:
-        Path(json_path).write_text(app.to_json(results, meta))
-    return EXIT_PROBLEMS if any(r.failed for r in results) else 0
+        Path(json_path).write_text(app.to_json(results, checks, meta))
+    return EXIT_PROBLEMS if any(r.failed for r in results) or any(c.failed for c in checks) else 0
+
+
+@cli.command()
+@click.argument("op")
+@_targets_option(multiple=True, help_text="Core(s) to run on (repeatable; default cortex-m7 and cortex-m55).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--count", type=int, default=20, show_default=True, help="Samples to draw.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="sweep-out", show_default=True,
+              help="Where the sample and reproducer case files go.")
+@click.option("--sim", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
+@click.option("--shrink", "shrink_limit", type=int, default=3, show_default=True, help="Failures to shrink.")
+@click.option("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), show_default=True)
+@click.option("--executorch-src")
+@click.option("--cmsis-nn-src")
+def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src) -> int:
+    """Seeded random samples of OP's parameters, checked against the reference and across cores.
+
+    OP is one of: conv2d, depthwise_conv2d, transpose_conv2d, linear, avg_pool2d,
+    max_pool2d, add, mul, softmax. Failures are shrunk and written as case files
+    that `cortexm test --cases FILE` runs.
+    """
+    from cortexm import sweep as sweeps
+    from cortexm.testing import simulate
+
+    sweeps.space(op)  # an unknown operator fails before anything is built
+    if count < 1:
+        raise click.UsageError("--count must be at least 1")
+    cores = [_core(t) for t in (targets or DEFAULT_TEST_CORES)]
+    with _Progress() as progress:
+        simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress)
+        missing = {name: why for name, why in simulators.items() if isinstance(why, str)}
+        if missing:
+            raise CortexmError(f"a sweep runs on simulators: {'; '.join(f'{k}: {v}' for k, v in missing.items())}")
+        report = sweeps.run_sweep(op, cores, seed, count, Path(out_dir), simulators, jobs=max(1, jobs),
+                                  shrink_limit=shrink_limit, progress=progress)
+    agree = sum(c.agree for c in report.checks)
+    click.echo(f"{op} seed {seed}: {report.samples} samples on {', '.join(report.cores)} in {report.seconds:.0f} s "
+               f"({report.per_minute:.1f} samples/min); {agree}/{len(report.checks)} bit-identical across cores; "
+               f"{report.expected} expected failures (known defects); {len(report.findings)} new failures")
+    for f in report.findings:
+        click.echo(f"FAIL {f.sample}: {f.failure}")
+        if f.repro:
+            click.echo(f"     shrunk to {f.shrunk}")
+            click.echo(f"     reproducer: {f.repro}")
+    return EXIT_PROBLEMS if report.findings else 0
 
 
 class _Progress:
@@ -332,6 +378,9 @@ class _Progress:
             self.status.__exit__(*exc)
         return False
 
+
+# The firmware subcommands (sources, build, run, size) register themselves on `cli`.
+import cortexm.cli_firmware  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

@@ -105,8 +105,10 @@ def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
     with _stage(bundle, core, "to_edge"):
         edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
     with _stage(bundle, core, "the cortex_m passes"):
+        # Only the explicit layout passes the flag: ExecuTorch main has no such argument.
+        explicit = {"use_explicit_layout": True} if layout == "explicit" else {}
         edge._edge_programs["forward"] = CortexMPassManager(
-            edge.exported_program(), target_config=config, use_explicit_layout=layout == "explicit"
+            edge.exported_program(), target_config=config, **explicit
         ).transform()
     return Lowered(edge, quantized)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cortexm.defects import KnownDefect, installed_identities
 from cortexm.errors import CortexmError
 
 
@@ -24,30 +25,44 @@ class Case:
     qtol: int = 1
     # Why this case may differ from the reference, or between cores, by design.
     notes: str = ""
-    # Known upstream defects: core name (or "*" for all) -> reason naming the upstream fix.
-    # The suite expects these to fail, and fails when one starts passing.
-    known_failures: dict[str, str] = field(default_factory=dict)
+    # Known upstream defects this case hits (cortexm.defects): expected failures while
+    # the component is at a revision that has the defect; a pass then fails the run.
+    known_failures: tuple[KnownDefect, ...] = ()
     # Set for a program exported elsewhere and given to the test app as it is.
     program: Path | None = None
+    # Why this case's outputs differ between cores by design ("": they must be bit-identical).
+    cross_core: str = ""
 
     @property
     def seed(self) -> int:
         return zlib.crc32(self.name.encode())
 
-    def known_failure(self, core_name: str) -> str | None:
-        return self.known_failures.get(core_name) or self.known_failures.get("*")
+    def known_failure(self, core_name: str, identities: dict[str, str | None] | None = None, ran: bool = True) -> str | None:
+        """The reason this case is expected to fail on `core_name` here, or None."""
+        identities = identities if identities is not None else installed_identities()
+        for defect in self.known_failures:
+            if defect.applies(core_name, identities, ran):
+                return defect.reason
+        return None
 
 
 _REGISTRY: dict[str, Case] = {}
 
 
-def register(name: str, doc: str, qtol: int = 1, notes: str = "", known_failures: dict[str, str] | None = None):
-    """Decorator: register `fn` (returning (module, inputs)) as a built-in case."""
+def register(name: str, doc: str, qtol: int = 1, notes: str = "",
+             known_failures: dict[str, str] | tuple[KnownDefect, ...] = (), cross_core: str = ""):
+    """Decorator: register `fn` (returning (module, inputs)) as a case.
+
+    known_failures: KnownDefects, or for a user's own notes {core or "*": reason}.
+    """
+    if isinstance(known_failures, dict):
+        known_failures = tuple(KnownDefect(reason, cores=() if core == "*" else (core,))
+                               for core, reason in known_failures.items())
 
     def wrap(fn: Callable[[], tuple]) -> Callable[[], tuple]:
         if name in _REGISTRY:
             raise ValueError(f"duplicate case {name}")
-        _REGISTRY[name] = Case(name, doc, fn, qtol, notes, dict(known_failures or {}))
+        _REGISTRY[name] = Case(name, doc, fn, qtol, notes, tuple(known_failures), cross_core=cross_core)
         return fn
 
     return wrap

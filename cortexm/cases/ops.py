@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cortexm import defects
 from cortexm.cases import register
 
 
@@ -108,7 +109,8 @@ def _():
     return layer(nn.ConvTranspose2d(8, 4, 2, stride=2), image(8, 4, 4))
 
 
-@register("transpose_conv2d_padding", "3x3 transposed convolution, stride 2, padding 1 (padding not a multiple of the stride)")
+@register("transpose_conv2d_padding", "3x3 transposed convolution, stride 2, padding 1 (padding not a multiple of the stride)",
+          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_ROWS,))
 def _():
     return layer(nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1), image(4, 5, 5))
 
@@ -150,9 +152,8 @@ class MatmulConstant(nn.Module):
         return torch.matmul(x, self.w)
 
 
-@register("matmul_constant", "matmul of an activation by a constant matrix", known_failures={
-    "*": "upstream defect: MatmulToBmmPass calls .to_tensor() on the constant operand during quantizer annotation "
-         "(AttributeError); present in executorch 1.5.1 and main cff6f4dd, no upstream fix yet"})
+@register("matmul_constant", "matmul of an activation by a constant matrix",
+          known_failures=(defects.EXECUTORCH_MATMUL_CONSTANT,))
 def _():
     return MatmulConstant().eval(), (vector(1, 3, 12),)
 

@@ -18,18 +18,20 @@ from typing import Callable, Protocol
 
 from cortexm import cases as case_registry
 from cortexm import dialect, library
+from cortexm.defects import installed_identities
 from cortexm.errors import CortexmError
 from cortexm.export import read_sidecar
 from cortexm.targets import Core
-from cortexm.testing import cache
-from cortexm.testing.compare import compare, logical, reference_outputs
+from cortexm.testing import cache, crosscore
+from cortexm.testing.crosscore import CrossCore
+from cortexm.testing.compare import compare, reference_outputs
 
 
 @dataclass
 class SimOutcome:
-    """What a simulator run gave: raw outputs (program dim order), or a failure line."""
+    """What a simulator run gave: outputs (logical layout), or a failure line."""
 
-    outputs: list[bytes]
+    outputs: list  # numpy arrays in the outputs' logical shapes
     instructions: int | None
     log: str
     failure: str | None  # one line naming what went wrong, None on success
@@ -56,6 +58,7 @@ class CaseResult:
     reason: str = ""  # one line
     details: str = ""  # what to look at: graph diff, worst elements, simulator log tail
     seconds: dict[str, float] = field(default_factory=dict)
+    outputs: list = field(default_factory=list, repr=False)  # the simulator's, for the cross-core check
 
     @property
     def failed(self) -> bool:
@@ -137,7 +140,7 @@ def _export_job(case: str, core_name: str, layout: str, case_file: str | None) -
 
     torch.set_num_threads(1)  # the pool already uses every core
     core = targets.core(core_name)
-    known = case_registry.get(case).known_failure(core_name)
+    known = case_registry.get(case).known_failure(core_name, ran=False)
     cf = Path(case_file) if case_file else None
 
     def write(path: Path) -> None:
@@ -201,7 +204,6 @@ def _str(p: Path | None) -> str | None:
 
 def check(case: case_registry.Case, core: Core, exported: Path | str, options: Options) -> CaseResult:
     result = CaseResult(case.name, core.name)
-    known = case.known_failure(core.name)
     try:
         _check(case, core, exported, options, result)
     except CortexmError as e:
@@ -209,6 +211,9 @@ def check(case: case_registry.Case, core: Core, exported: Path | str, options: O
     except Exception as e:  # a bug in cortexm: the run goes on, the report shows it
         result.status, result.reason = "ERROR", f"internal error {type(e).__name__}: {e}"
         result.details = traceback.format_exc()
+    simulator = options.simulators.get(core.name)
+    identities = {**installed_identities(), **getattr(simulator, "identities", {})}
+    known = case.known_failure(core.name, identities, ran=result.sim in ("ok", "FAIL"))
     if known:
         if result.status == "FAIL":
             result.status, result.reason = "XFAIL", known
@@ -259,11 +264,12 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         _fail(result, f"{simulator.name}: {outcome.failure}", _tail(outcome.log))
         return
     result.sim = "ok"
+    result.outputs = outcome.outputs
     references = reference_outputs(pte, sidecar)
     worst_lines = []
     result.max_lsb, result.mismatches, result.elements = 0.0, 0, 0
-    for k, (raw, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar["outputs"])):
-        diff = compare(logical(raw, entry), ref, entry, k)
+    for k, (actual, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar["outputs"])):
+        diff = compare(actual, ref, entry, k)
         result.max_lsb = max(result.max_lsb, diff.max_lsb)
         result.mismatches += diff.mismatches
         result.elements += diff.elements
@@ -293,13 +299,18 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     t = time.perf_counter()
     exported = export_all(pairs, options, progress) if pairs else {}
     export_seconds = time.perf_counter() - t
-    results = []
     by_name = {c.name: c for c in selected}
-    for case_name, core in pairs:
-        result = check(by_name[case_name], core, exported[(case_name, core.name)], options)
-        result.seconds["export"] = export_seconds / len(pairs)
-        results.append(result)
-        progress(f"{result.status:5} {case_name} {core.name}")
+    # Simulator runs are subprocesses: threads run them in parallel.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        futures = [pool.submit(check, by_name[name], core, exported[(name, core.name)], options) for name, core in pairs]
+        results = []
+        for future in futures:
+            result = future.result()
+            result.seconds["export"] = export_seconds / len(pairs)
+            results.append(result)
+            progress(f"{result.status:5} {result.case} {result.core}")
     for pte in options.ptes:
         case = given_program(pte)
         for core in options.cores:
@@ -323,11 +334,24 @@ def given_program(pte: Path) -> case_registry.Case:
     return case_registry.Case(sidecar["name"], f"given program {pte}", not_buildable, qtol=int(sidecar.get("qtol", 1)), program=pte)
 
 
-def to_json(results: list[CaseResult], meta: dict) -> str:
-    return json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=1)
+def cross_core(results: list[CaseResult], cases: dict[str, case_registry.Case]) -> list[CrossCore]:
+    """The cross-core check of every case that ran on two or more cores."""
+    checks = []
+    for name in dict.fromkeys(r.case for r in results):
+        ran = {r.core: r.outputs for r in results if r.case == name and r.outputs}
+        if len(ran) >= 2:
+            case = cases.get(name)
+            checks.append(crosscore.check(name, ran, case.cross_core if case else ""))
+    return checks
 
 
-def to_junit(results: list[CaseResult]) -> str:
+def to_json(results: list[CaseResult], checks: list[CrossCore], meta: dict) -> str:
+    rows = [{k: v for k, v in asdict(r).items() if k != "outputs"} for r in results]
+    return json.dumps({"meta": meta, "results": rows,
+                       "cross_core": [dict(asdict(c), agree=c.agree, failed=c.failed) for c in checks]}, indent=1)
+
+
+def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
     """JUnit XML: one testsuite per core, one testcase per case."""
     import xml.etree.ElementTree as ET
 
@@ -351,6 +375,13 @@ def to_junit(results: list[CaseResult]) -> str:
             props = ET.SubElement(tc, "properties")
             for name in ("dialect", "verify", "sim", "max_lsb", "mismatches", "instructions"):
                 ET.SubElement(props, "property", name=name, value=str(getattr(r, name)))
+    if checks:
+        suite = ET.SubElement(suites, "testsuite", name="cross-core", tests=str(len(checks)),
+                              failures=str(sum(c.failed for c in checks)), errors="0", skipped="0")
+        for c in checks:
+            tc = ET.SubElement(suite, "testcase", classname="cortexm.cross-core", name=c.case)
+            if c.failed:
+                ET.SubElement(tc, "failure", message=c.line())
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 

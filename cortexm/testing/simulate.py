@@ -1,15 +1,59 @@
-"""The simulator stage of the test app: a runner per core, built (or taken from the cache) once."""
+"""The simulator stage of the test app: one runner per core, built (or taken from the cache) once."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Callable
 
+from cortexm.errors import CortexmError
 from cortexm.targets import Core
+from cortexm.testing.app import SimOutcome
+
+
+class RunnerSimulator:
+    """Runs programs on one core's runner in one simulator."""
+
+    def __init__(self, core: Core, sim_name: str, runner, fvp: str | None = None,
+                 executorch_src: str | None = None, cmsis_nn_src: str | None = None) -> None:
+        self.core, self.sim_name, self.runner, self.fvp = core, sim_name, runner, fvp
+        self.sources = dict(executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src)
+        self.name = f"{sim_name} {runner.board}"
+        # Which ExecuTorch and CMSIS-NN the runner was built from, e.g. {"cmsis-nn": "git:dbf45dbf..."}.
+        record = json.loads((runner.build_dir / "build.json").read_text())["inputs"]
+        self.identities = {"cmsis-nn": record.get("cmsis-nn"), "executorch-runtime": record.get("executorch")}
+
+    def run(self, pte: Path, core: Core) -> SimOutcome:
+        from cortexm.firmware import model_ops
+        from cortexm.run import RunError, run_pte
+
+        # A program calling an operator the suite's runner lacks gets a runner of its own.
+        runner = self.runner if set(model_ops(pte)) <= set(self.runner.ops) else None
+        try:
+            result = run_pte(pte, core, self.sim_name, runner=runner, fvp=self.fvp, **self.sources)
+        except RunError as e:
+            return SimOutcome([], e.result.instructions, e.result.log, str(e).split(": ", 1)[-1])
+        return SimOutcome(result.outputs, result.instructions, result.log, None)
 
 
 def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn_src: str | None,
-               progress: Callable[[str], None]) -> dict[str, object]:
-    """core name -> a Simulator, or the one-line reason there is none."""
+               progress: Callable[[str], None], fvp: str | None = None) -> dict[str, RunnerSimulator | str]:
+    """core name -> a simulator with its runner built, or the one-line reason there is none."""
     if sim == "none":
         return {c.name: "--sim none" for c in cores}
-    return {c.name: "the firmware path is not part of this build yet" for c in cores}
+    from cortexm import sim as simulators_pkg
+    from cortexm.firmware import build_runner
+
+    found: dict[str, RunnerSimulator | str] = {}
+    for core in cores:
+        try:
+            simulator = simulators_pkg.get(sim, fvp)
+            board = simulator.board(core)
+            simulator.require(core)  # an absent simulator says so before a runner is built for it
+            progress(f"runner for {core.name} ({sim} {board})")
+            runner = build_runner(core, board=board, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
+                                  progress=progress)
+            found[core.name] = RunnerSimulator(core, sim, runner, fvp, executorch_src, cmsis_nn_src)
+        except CortexmError as e:
+            found[core.name] = str(e)
+    return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cortexm.report import console, table
 
 
-def print_summary(results, options, elapsed: float) -> None:
+def print_summary(results, checks, options, elapsed: float) -> None:
     out = console()
     for core in dict.fromkeys(r.core for r in results):
         rows = [r for r in results if r.core == core]
@@ -19,13 +19,24 @@ def print_summary(results, options, elapsed: float) -> None:
         if isinstance(sim, str):
             out.print(f"{core}: simulator runs skipped: {sim}")
         out.print()
+    if checks:
+        table(["case", "cores", "cross-core"],
+              [[c.case, ", ".join(c.cores), "bit-identical" if c.agree else c.line().split(": ", 1)[1]] for c in checks],
+              title="cross-core (same case, every core's runner)")
+        out.print(f"cross-core: {sum(c.agree for c in checks)} bit-identical, {sum(c.failed for c in checks)} differ"
+                  + (f", {sum(not c.agree and not c.failed for c in checks)} differ by design" if any(c.expected for c in checks) else ""))
+        out.print()
+    for c in checks:
+        if c.failed:
+            out.print(c.line(), markup=False)
     for r in results:
         if r.failed:
             out.print(f"[bold]{r.status} {r.case} {r.core}[/bold]: {r.reason}")
             if r.details:
                 out.print("\n".join("    " + line for line in r.details.splitlines()[:40]), markup=False)
     out.print(f"{len(results)} results in {elapsed:.1f} s; "
-              f"{sum(r.failed for r in results)} failed, {sum(r.status == 'XFAIL' for r in results)} expected failures")
+              f"{sum(r.failed for r in results) + sum(c.failed for c in checks)} failed, "
+              f"{sum(r.status == 'XFAIL' for r in results)} expected failures")
 
 
 def _num(v) -> str:

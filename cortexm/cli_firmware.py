@@ -1,0 +1,219 @@
+"""The firmware subcommands: sources, build, run, size (registered on cortexm.cli.cli).
+
+Kept apart from cli.py so the firmware path can be read, and changed, on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from cortexm.cli import EXIT_PROBLEMS, cli
+from cortexm.errors import CortexmError
+
+_SOURCE_OPTIONS = (
+    click.option("--executorch-src", type=click.Path(), help="ExecuTorch tree (else $CORTEXM_EXECUTORCH_SRC, else the default location)."),
+    click.option("--cmsis-nn-src", type=click.Path(), help="CMSIS-NN tree (else $CORTEXM_CMSIS_NN_SRC, else the default location)."),
+)
+
+
+def _source_options(fn):
+    for option in reversed(_SOURCE_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+_target = click.option("--target", "-t", required=True, help="Cortex-M core, e.g. cortex-m7.")
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _pte(path: str) -> Path:
+    pte = Path(path)
+    if not pte.is_file():
+        raise CortexmError(f"{pte}: no such file")
+    return pte
+
+
+# --- sources ------------------------------------------------------------------------
+
+@cli.command()
+@_source_options
+@click.option("--fetch", is_flag=True, help="Download the pinned trees missing from the default location, checking their hash.")
+@click.option("--hash", "content", is_flag=True, help="Compute the NAR hash of git checkouts too, to compare content with the pin.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def sources(executorch_src: str | None, cmsis_nn_src: str | None, fetch: bool, content: bool, as_json: bool) -> int:
+    """Which ExecuTorch and CMSIS-NN trees builds use, and whether they match pins.toml."""
+    from cortexm import pins, trees
+    from cortexm import sources as src
+
+    data = pins.load()
+    given = {src.EXECUTORCH: executorch_src, src.CMSIS_NN: cmsis_nn_src}
+    if fetch:
+        for kind, explicit in given.items():
+            if src.locate(kind, explicit).path is None:
+                _say(f"fetching {kind.name} {data[kind.name]['rev'][:12]} into {src.default_path(kind)} ...")
+                path, verified = trees.fetch(kind, data)
+                _say(f"fetched {kind.name} into {path}: {verified}")
+    found = [trees.status(kind, data, explicit, content) for kind, explicit in given.items()]
+    if as_json:
+        click.echo(json.dumps([s.as_dict() for s in found], indent=2))
+    else:
+        for s in found:
+            _print_tree(s)
+        et = found[0]
+        if et.path is not None:
+            check = pins.check_cmsis_nn_pin_in_tree(data, et.path)
+            click.echo(f"{'':12}{check.what}: {check.detail}")
+    return 0 if all(s.matches for s in found) else EXIT_PROBLEMS
+
+
+def _print_tree(s) -> None:
+    from cortexm import sources as src
+
+    if s.path is None:
+        click.echo(f"{s.kind.name:12}not found: {src.missing_message(s.kind)}")
+        return
+    where = {"flag": s.kind.flag, "env": f"${s.kind.env}", "default": "default location"}[s.origin]
+    click.echo(f"{s.kind.name:12}{s.path} ({where})")
+    if s.rev:
+        state = f", uncommitted changes {s.changes}" if s.changes else ", clean"
+        click.echo(f"{'':12}git {s.rev}{state}")
+    if s.nar_hash:
+        click.echo(f"{'':12}content {s.nar_hash}")
+    verdict = {True: "matches the pin", False: "differs from the pin", None: "cannot be compared with the pin"}[s.matches]
+    pin = s.pin_rev + (f", {s.pin_nar_hash}" if s.pin_nar_hash else "")
+    click.echo(f"{'':12}{verdict} ({pin})")
+
+
+# --- build --------------------------------------------------------------------------
+
+@cli.command()
+@_target
+@_source_options
+@click.option("--model", type=click.Path(), help="Register only the operators this .pte calls (selective build).")
+@click.option("--board", help="Board support folder under fvp/boards (default: the core's QEMU board).")
+@click.option("--fresh", is_flag=True, help="Rebuild from scratch, ignoring the cache.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, model: str | None, board: str | None,
+          fresh: bool, as_json: bool) -> None:
+    """Build (or take from the cache) the runner firmware for one core."""
+    from cortexm.firmware import build_runner
+    from cortexm.targets import core
+
+    runner = build_runner(core(target), executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
+                          model=_pte(model) if model else None, board=board, fresh=fresh, progress=_say)
+    if as_json:
+        click.echo(json.dumps({"core": runner.core.name, "board": runner.board, "elf": str(runner.elf),
+                               "key": runner.key, "cached": runner.cached, "seconds": runner.seconds,
+                               "ops": list(runner.ops)}, indent=2))
+        return
+    how = f"cached (built in {runner.seconds:.0f} s)" if runner.cached else f"built in {runner.seconds:.0f} s"
+    click.echo(f"{runner.elf}")
+    click.echo(f"  {runner.core.name} on {runner.board}, {len(runner.ops)} operators, {how}, key {runner.key}")
+
+
+# --- run ----------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("pte", type=click.Path())
+@click.argument("more_inputs", nargs=-1, type=click.Path(), metavar="[INPUT]...")
+@_target
+@click.option("--sim", "sim_name", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
+@click.option("--inputs", "-i", multiple=True, type=click.Path(),
+              help="Raw input file, in the program's dim order (repeat, or list after it); default: the sidecar's.")
+@click.option("--fvp", type=click.Path(), help="The Corstone FVP executable (else $CORTEXM_FVP, else PATH).")
+@_source_options
+@click.option("--keep", type=click.Path(file_okay=False), help="Run in this folder and keep it (program, inputs, out-K.bin).")
+@click.option("--log", "show_log", is_flag=True, help="Print the simulator's output.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inputs: tuple[str, ...], fvp: str | None,
+        executorch_src: str | None, cmsis_nn_src: str | None, keep: str | None, show_log: bool, as_json: bool) -> int:
+    """Run PTE on a simulated core; compare with the sidecar's reference when there is one."""
+    from cortexm.run import RunError, core_mismatch, run_pte
+    from cortexm.targets import core
+
+    program = _pte(pte)
+    target_core = core(target)
+    if more_inputs and not inputs:
+        raise click.UsageError("input files follow --inputs, e.g. --inputs a.bin b.bin")
+    given = [*inputs, *more_inputs] or None
+    warning = core_mismatch(program, target_core)
+    if warning:
+        _say(f"warning: {warning}")
+    try:
+        result = run_pte(program, target_core, sim_name, given, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
+                         fvp=fvp, workdir=keep, progress=_say)
+    except RunError as e:
+        if show_log:
+            click.echo(e.result.log, nl=False)
+        click.echo(f"error: {e}", err=True)
+        return EXIT_PROBLEMS
+    if show_log:
+        click.echo(result.log, nl=False)
+    rows = [_describe_output(k, out, result.diffs[k] if k < len(result.diffs) else None)
+            for k, out in enumerate(result.outputs)]
+    if as_json:
+        click.echo(json.dumps({"pte": str(program), "target": target_core.name, "sim": sim_name,
+                               "elf": str(result.runner.elf), "instructions": result.instructions,
+                               "ticks": result.sim_result.ticks, "outputs": rows, "qtol": result.qtol,
+                               "within_tolerance": result.within_tolerance}, indent=2))
+    else:
+        click.echo(f"{program.name} on {target_core.name} ({sim_name} {result.runner.board})")
+        for row in rows:
+            diff = "" if row["max_diff_lsb"] is None else (
+                f"  max |diff| {row['max_diff_lsb']:g} LSB ({row['mismatches']}/{row['elements']} elements differ)")
+            click.echo(f"  output {row['index']}: {row['dtype']}{row['shape']}  min {row['min']:g} max {row['max']:g}{diff}")
+        if result.qtol is not None and result.within_tolerance is not None:
+            verdict = "within" if result.within_tolerance else "OUTSIDE"
+            click.echo(f"  {verdict} the tolerance of {result.qtol} LSB")
+        count = f"{result.instructions} instructions" if result.instructions is not None else f"{result.sim_result.ticks} SysTick ticks"
+        click.echo(f"  execute(): {count}")
+    return EXIT_PROBLEMS if result.within_tolerance is False else 0
+
+
+def _describe_output(index: int, out, diff) -> dict:
+    values = out.astype("float64")
+    return {"index": index, "dtype": str(out.dtype), "shape": list(out.shape),
+            "min": float(values.min()) if values.size else 0.0, "max": float(values.max()) if values.size else 0.0,
+            "max_diff_lsb": diff.max_lsb if diff else None, "mismatches": diff.mismatches if diff else None,
+            "elements": diff.elements if diff else None}
+
+
+# --- size ---------------------------------------------------------------------------
+
+@cli.command()
+@_target
+@_source_options
+@click.option("--model", type=click.Path(), help="Size the runner built for this .pte alone, and show the model's share.")
+@click.option("--board", help="Board support folder under fvp/boards (default: the core's QEMU board).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, model: str | None, board: str | None,
+         as_json: bool) -> None:
+    """Flash and RAM of a core's runner, by component."""
+    from cortexm.firmware import build_runner
+    from cortexm.report import table
+    from cortexm.size import footprint
+    from cortexm.targets import core
+
+    program = _pte(model) if model else None
+    runner = build_runner(core(target), executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src, model=program,
+                          board=board, progress=_say)
+    result = footprint(runner.elf, runner.map_file, program)
+    if as_json:
+        click.echo(json.dumps({"core": runner.core.name, "board": runner.board, **result.as_dict()}, indent=2))
+        return
+    what = f"registering the {len(runner.ops)} operators of {program.name}" if program else f"suite runner, {len(runner.ops)} operators"
+    click.echo(f"{runner.core.name} runner on {runner.board} ({what}): {runner.elf}")
+    rows = [[c.name, c.flash, c.ram] for c in result.components]
+    rows.append(["total", result.flash, result.ram])
+    if result.model:
+        rows.append(["model (run time)", result.model.flash, result.model.ram])
+    table(["component", "flash B", "RAM B"], rows)
+    click.echo(f"arena for models at run time: {result.arena} B")
+    for note in result.notes:
+        click.echo(f"note: {note}")

@@ -1,0 +1,263 @@
+"""Building the runner ELF for a core, cached by everything that went into it.
+
+A build is identified by its inputs: the ExecuTorch and CMSIS-NN trees (commit and
+uncommitted changes, or content hash), the core and board, the build options, the
+operators registered, the compiler, flatc and torch (codegen) versions, and the
+project's own kernels/ and fvp/ files. The ELF lands in
+~/.cache/cortexm/builds/<key>/, so asking again for the same inputs is instant.
+
+CMake works in one folder per core, board, trees and toolchain, shared by builds
+that differ only in their operators or options, so a per-model runner recompiles
+only what its operators change.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from cortexm import sources
+from cortexm.errors import CortexmError
+from cortexm.firmware import identity, paths, tools
+from cortexm.firmware.ops import model_ops, suite_ops
+from cortexm.targets import CORES, Core
+from cortexm.targets import core as core_named
+
+KEY_FORMAT = 1
+ELF_NAME = "executor_runner.elf"
+MAP_NAME = "executor_runner.map"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    method_pool_size: int = 256 * 1024  # bytes of the method allocator pool
+    temp_pool_size: int = 64 * 1024  # bytes of the temp allocator pool
+    build_type: str = "Release"
+
+    def cmake_args(self) -> list[str]:
+        return [
+            f"-DCORTEXM_METHOD_POOL_SIZE={self.method_pool_size}",
+            f"-DCORTEXM_TEMP_POOL_SIZE={self.temp_pool_size}",
+            f"-DCMAKE_BUILD_TYPE={self.build_type}",
+        ]
+
+
+@dataclass(frozen=True)
+class Runner:
+    core: Core
+    board: str  # folder under fvp/boards
+    elf: Path
+    map_file: Path  # the linker map, for `cortexm size`
+    build_dir: Path  # where the ELF and build.json are cached
+    ops: tuple[str, ...]  # operators registered
+    key: str
+    cached: bool  # True when nothing was built
+    seconds: float  # how long the build took (when it was made)
+    options: BuildOptions = field(default_factory=BuildOptions)
+
+
+BUILD_CACHE_ENV = "CORTEXM_BUILD_CACHE"
+# Folders (os.pathsep-separated) of runners built elsewhere, e.g. by Nix: one whose core,
+# board, operators and options match is used as it is, without trees or toolchain here.
+RUNNERS_ENV = "CORTEXM_RUNNERS"
+
+
+def builds_dir() -> Path:
+    """~/.cache/cortexm/builds, or $CORTEXM_BUILD_CACHE (CI caches, tests)."""
+    return Path(os.environ.get(BUILD_CACHE_ENV) or sources.cache_dir() / "builds")
+
+
+def build_jobs() -> int:
+    return int(os.environ.get("CORTEXM_BUILD_JOBS") or os.cpu_count() or 2)
+
+
+def build_runner(
+    core: Core | str,
+    *,
+    executorch_src: str | Path | None = None,
+    cmsis_nn_src: str | Path | None = None,
+    model: str | Path | None = None,
+    ops: list[str] | tuple[str, ...] | None = None,
+    board: str | None = None,
+    options: BuildOptions | None = None,
+    fresh: bool = False,
+    jobs: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Runner:
+    """The runner for `core`: registers `model`'s operators, or `ops`, or the suite's."""
+    core = core_named(core) if isinstance(core, str) else core
+    board = board or core.board
+    if board is None:
+        with_boards = ", ".join(c.name for c in CORES if c.board)
+        raise CortexmError(f"{core.name} has no board support for a runner (cores with one: {with_boards})")
+    paths.require_sources()
+    if not (paths.boards() / board / "memory.ld").is_file():
+        raise CortexmError(f"no board support {paths.boards() / board}")
+    if model is not None and ops is not None:
+        raise CortexmError("give a model or an operator list, not both")
+    selected = model_ops(model) if model is not None else tuple(sorted(set(ops))) if ops is not None else suite_ops()
+    if not selected:
+        raise CortexmError(f"{model}: the program calls no operators" if model else "no operators selected")
+    options = options or BuildOptions()
+    prebuilt = None if fresh else _prebuilt(core, board, selected, options)
+    if prebuilt is not None:
+        return prebuilt
+    et = sources.require(sources.EXECUTORCH, executorch_src)
+    nn = sources.require(sources.CMSIS_NN, cmsis_nn_src)
+    found = tools.find()
+
+    inputs = {
+        "format": KEY_FORMAT,
+        "core": core.name,
+        "gcc_flags": list(core.gcc_flags),
+        "board": board,
+        "options": asdict(options),
+        "executorch": identity.tree(et).key,
+        "cmsis-nn": identity.tree(nn).key,
+        "gcc": found.gcc_version,
+        "flatc": found.flatc_version,
+        "torch": found.torch_version,
+        "project": identity.files_digest(paths.kernels(), paths.boards()),
+    }
+    # One CMake folder serves builds that differ in operators, options or the project's
+    # own files: ninja rebuilds what those change (it tracks files and command lines).
+    shared = {k: v for k, v in inputs.items() if k not in ("project", "options")}
+    work_key = _digest({**shared, "paths": [str(et), str(nn)]})[:12]
+    inputs["ops"] = list(selected)
+    key = _digest(inputs)[:20]
+    out = builds_dir() / key
+    work = builds_dir() / "work" / f"{core.short}-{board}-{work_key}"
+
+    if fresh:
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    cached = _load_cached(out, core)
+    if cached is not None:
+        return cached
+
+    say = progress or (lambda _message: None)
+    work.mkdir(parents=True, exist_ok=True)
+    with _locked(work / ".lock"):
+        cached = _load_cached(out, core)  # another process may have built it meanwhile
+        if cached is not None:
+            return cached
+        say(f"building the {core.name} runner for {board} ({len(selected)} operators) in {work}")
+        started = time.monotonic()
+        _configure(work, core, board, selected, options, et, nn, found)
+        _run(work, [found.cmake, "--build", str(work), "--parallel", str(jobs or build_jobs())], "build.log",
+             f"building the {core.name} runner")
+        seconds = time.monotonic() - started
+        _publish(work, out, {"key": key, "inputs": inputs, "seconds": round(seconds, 1), "trees": [str(et), str(nn)]})
+    say(f"built {out / ELF_NAME} in {seconds:.0f} s")
+    return Runner(core, board, out / ELF_NAME, out / MAP_NAME, out, selected, key, False, seconds, options)
+
+
+def _digest(data: dict) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _load_cached(out: Path, core: Core) -> Runner | None:
+    try:
+        record = json.loads((out / "build.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not (out / ELF_NAME).is_file():
+        return None
+    inputs = record["inputs"]
+    if inputs.get("core") != core.name:
+        return None
+    return Runner(core, inputs["board"], out / ELF_NAME, out / MAP_NAME, out, tuple(inputs["ops"]),
+                  record.get("key", out.name), True, record.get("seconds", 0.0), BuildOptions(**inputs["options"]))
+
+
+def _prebuilt(core: Core, board: str, ops: tuple[str, ...], options: BuildOptions) -> Runner | None:
+    for folder in filter(None, os.environ.get(RUNNERS_ENV, "").split(os.pathsep)):
+        runner = _load_cached(Path(folder), core)
+        if runner is not None and (runner.board, runner.ops, runner.options) == (board, ops, options):
+            return runner
+    return None
+
+
+@contextmanager
+def _locked(path: Path):
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _configure(work: Path, core: Core, board: str, ops: tuple[str, ...], options: BuildOptions,
+               et: Path, nn: Path, found: tools.Tools) -> None:
+    command = [
+        found.cmake, "-G", found.generator, "-S", str(paths.kernels()), "-B", str(work),
+        f"-DCMAKE_TOOLCHAIN_FILE={paths.kernels() / 'toolchain' / 'arm-none-eabi-gcc.cmake'}",
+        f"-DARM_TOOLCHAIN_PREFIX={found.toolchain_prefix}",
+        f"-DCORTEXM_CPU_FLAGS={';'.join(core.gcc_flags)}",
+        f"-DCORTEXM_BOARD={board}",
+        f"-DCORTEXM_BOARDS_DIR={paths.boards()}",
+        f"-DCORTEXM_OPS={';'.join(ops)}",
+        f"-DEXECUTORCH_SRC={et}",
+        f"-DCMSIS_NN_SRC={nn}",
+        f"-DFLATC_EXECUTABLE={found.flatc}",
+        f"-DFLATBUFFERS_INCLUDE_DIR={found.flatbuffers_include}",
+        f"-DPython3_EXECUTABLE={found.python}",
+        *options.cmake_args(),
+    ]
+    _run(work, command, "configure.log", f"configuring the {core.name} runner build")
+
+
+def _run(work: Path, command: list[str], log_name: str, what: str) -> None:
+    log = work / log_name
+    with open(log, "w") as f:
+        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise CortexmError(f"{what} failed: {first_problem(log.read_text(errors='replace'))} (log: {log})")
+
+
+_PROBLEM_PATTERNS = (
+    re.compile(r"select_kernels: (.*)"),  # an operator the tree has no kernel for
+    re.compile(r"^.*?(\S+:\d+:\d+: (?:fatal )?error: .*)$"),  # compiler
+    re.compile(r"^.*(undefined reference to .*)$"),  # linker
+    re.compile(r"^.*(region `\S+' overflowed by .*)$"),  # linker: board memory too small
+    re.compile(r"^CMake Error.*"),
+    re.compile(r"^FAILED: .*"),
+)
+
+
+def first_problem(log: str) -> str:
+    """The line of a build log that says best what went wrong."""
+    lines = log.splitlines()
+    for pattern in _PROBLEM_PATTERNS:
+        for n, line in enumerate(lines):
+            m = pattern.search(line)
+            if not m:
+                continue
+            if line.startswith("CMake Error"):
+                detail = next((l.strip() for l in lines[n + 1:] if l.strip()), "")
+                return f"{line.strip()} {detail}".strip()
+            return (m.group(1) if m.groups() else m.group(0)).strip()
+    return next((l.strip() for l in reversed(lines) if l.strip()), "no output")
+
+
+def _publish(work: Path, out: Path, record: dict) -> None:
+    """Copies the ELF and map into the cache folder, whole or not at all."""
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name in (ELF_NAME, MAP_NAME):
+        shutil.copy2(work / name, staging / name)
+    (staging / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(staging, out)

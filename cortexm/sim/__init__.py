@@ -1,0 +1,39 @@
+"""Simulators that run the runner firmware, behind one interface.
+
+    simulator = cortexm.sim.get("qemu")        # or get("fvp", fvp="/path/to/FVP")
+    simulator.require(core)                    # the executable, or an error saying how to get it
+    board = simulator.board(core)              # board support the ELF must be built for
+    result = simulator.run(elf, core, workdir, argv, timeout)
+    result.ok, result.failure_line, result.instructions, result.log
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from cortexm.errors import CortexmError
+from cortexm.sim.fvp import Fvp
+from cortexm.sim.protocol import SimResult, command_line, output_path  # noqa: F401
+from cortexm.sim.qemu import Qemu
+from cortexm.targets import Core
+
+NAMES = ("qemu", "fvp")
+
+
+class Simulator(Protocol):
+    name: str
+
+    def board(self, core: Core) -> str: ...
+
+    def require(self, core: Core) -> str: ...
+
+    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = 120) -> SimResult: ...
+
+
+def get(name: str, fvp: str | Path | None = None) -> Simulator:
+    if name == "qemu":
+        return Qemu()
+    if name == "fvp":
+        return Fvp(fvp)
+    raise CortexmError(f"unknown simulator {name!r}; known: {', '.join(NAMES)}")

@@ -1,0 +1,398 @@
+"""Seeded sweeps of an operator's parameter space, with shrinking to a small reproducer.
+
+`cortexm sweep conv2d --target cortex-m7 --seed 7 --count 40` draws 40 parameter
+sets for conv2d from a generator seeded with 7, within what the cortex_m backend
+lowers, writes them as a case file and runs them through the test app on every
+requested core (reference comparison and the cross-core check). A failing
+sample is shrunk, one parameter at a time, to the smallest one that still fails
+the same way, and written as a ready-to-run case file:
+
+    cortexm test --cases sweep-repro-conv2d-7-13.py
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from cortexm.cases import register
+from cortexm.errors import CortexmError
+
+Params = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OpSpace:
+    """How to draw, build and shrink samples of one operator."""
+
+    draw: Callable[[random.Random], Params]
+    build: Callable[[Params], tuple]
+    valid: Callable[[Params], bool]
+    # Parameters in the order shrinking tries them, with their smallest useful value.
+    floors: dict[str, Any]
+
+
+def _out(size: int, k: int, s: int, p: int, d: int = 1, ceil: bool = False) -> int:
+    span = size + 2 * p - d * (k - 1) - 1
+    return (-(-span // s) if ceil else span // s) + 1
+
+
+def _image(p: Params, channels: int):
+    import torch
+
+    lo, hi = p.get("range", (-1.0, 1.0))
+    return (torch.rand(1, channels, p["h"], p["w"]) * (hi - lo) + lo).to(memory_format=torch.channels_last)
+
+
+def _activation(p: Params):
+    from torch import nn
+
+    kind = p.get("act", "none")
+    if kind == "relu":
+        return nn.ReLU()
+    if kind == "relu6":
+        return nn.ReLU6()
+    if kind == "hardtanh":
+        return nn.Hardtanh(-0.5, 0.5)
+    return nn.Identity()
+
+
+def _draw_range(rng: random.Random) -> tuple[float, float]:
+    """Input ranges that move the zero point: symmetric, positive-only, lopsided."""
+    return rng.choice([(-1.0, 1.0), (0.0, 2.0), (-3.0, 0.5), (-0.1, 4.0)])
+
+
+# --- operators ----------------------------------------------------------------------------
+
+def _conv_draw(rng: random.Random) -> Params:
+    k = (rng.randint(1, 5), rng.randint(1, 5))
+    return {"cin": rng.randint(1, 12), "cout": rng.randint(1, 12), "h": rng.randint(1, 16), "w": rng.randint(1, 16),
+            "k": k, "stride": (rng.randint(1, 3), rng.randint(1, 3)), "pad": (rng.randint(0, 3), rng.randint(0, 3)),
+            "dilation": (rng.choice([1, 1, 2]), rng.choice([1, 1, 2])), "bias": rng.random() < 0.7,
+            "act": rng.choice(["none", "relu", "relu6", "hardtanh"]), "range": _draw_range(rng)}
+
+
+def _conv_valid(p: Params) -> bool:
+    return all(_out(p[d], p["k"][i], p["stride"][i], p["pad"][i], p["dilation"][i]) >= 1 for i, d in enumerate(("h", "w")))
+
+
+def _conv_build(p: Params) -> tuple:
+    from torch import nn
+
+    conv = nn.Conv2d(p["cin"], p["cout"], p["k"], p["stride"], p["pad"], p["dilation"], bias=p["bias"])
+    return nn.Sequential(conv, _activation(p)).eval(), (_image(p, p["cin"]),)
+
+
+def _depthwise_draw(rng: random.Random) -> Params:
+    p = _conv_draw(rng)
+    del p["cout"]  # set by the channel multiplier
+    p["mult"] = rng.choice([1, 1, 2, 3])
+    return p
+
+
+def _depthwise_build(p: Params) -> tuple:
+    from torch import nn
+
+    conv = nn.Conv2d(p["cin"], p["cin"] * p["mult"], p["k"], p["stride"], p["pad"], p["dilation"], groups=p["cin"], bias=p["bias"])
+    return nn.Sequential(conv, _activation(p)).eval(), (_image(p, p["cin"]),)
+
+
+def _transpose_draw(rng: random.Random) -> Params:
+    k = (rng.randint(1, 4), rng.randint(1, 4))
+    return {"cin": rng.randint(1, 8), "cout": rng.randint(1, 8), "h": rng.randint(1, 10), "w": rng.randint(1, 10),
+            "k": k, "stride": (rng.randint(1, 3), rng.randint(1, 3)),
+            "pad": (rng.randint(0, k[0] - 1), rng.randint(0, k[1] - 1)), "bias": rng.random() < 0.7,
+            "range": _draw_range(rng)}
+
+
+def _transpose_valid(p: Params) -> bool:
+    # Output size (in - 1) * stride - 2 * pad + k must stay positive; PyTorch needs pad < k.
+    return all((p[d] - 1) * p["stride"][i] - 2 * p["pad"][i] + p["k"][i] >= 1 and p["pad"][i] < p["k"][i]
+               for i, d in enumerate(("h", "w")))
+
+
+def _transpose_build(p: Params) -> tuple:
+    from torch import nn
+
+    conv = nn.ConvTranspose2d(p["cin"], p["cout"], p["k"], p["stride"], p["pad"], bias=p["bias"])
+    return conv.eval(), (_image(p, p["cin"]),)
+
+
+def _pool_draw(rng: random.Random) -> Params:
+    k = (rng.randint(1, 4), rng.randint(1, 4))
+    return {"c": rng.randint(1, 16), "h": rng.randint(1, 14), "w": rng.randint(1, 14), "k": k,
+            "stride": (rng.randint(1, 3), rng.randint(1, 3)), "pad": (rng.randint(0, k[0] // 2), rng.randint(0, k[1] // 2)),
+            "ceil": rng.random() < 0.3, "count_include_pad": rng.random() < 0.5, "range": _draw_range(rng)}
+
+
+def _pool_valid(p: Params) -> bool:
+    return all(p["pad"][i] <= p["k"][i] // 2 and _out(p[d], p["k"][i], p["stride"][i], p["pad"][i], ceil=p["ceil"]) >= 1
+               and p[d] + 2 * p["pad"][i] >= p["k"][i] for i, d in enumerate(("h", "w")))
+
+
+def _avg_pool_build(p: Params) -> tuple:
+    from torch import nn
+
+    pool = nn.AvgPool2d(p["k"], p["stride"], p["pad"], ceil_mode=p["ceil"], count_include_pad=p["count_include_pad"])
+    return pool.eval(), (_image(p, p["c"]),)
+
+
+def _max_pool_build(p: Params) -> tuple:
+    from torch import nn
+
+    # ceil_mode max pooling is left to portable kernels: outside what this sweep targets.
+    return nn.MaxPool2d(p["k"], p["stride"], p["pad"]).eval(), (_image(p, p["c"]),)
+
+
+def _linear_draw(rng: random.Random) -> Params:
+    return {"batch": rng.randint(1, 4), "fin": rng.randint(1, 64), "fout": rng.randint(1, 32), "bias": rng.random() < 0.7,
+            "act": rng.choice(["none", "relu", "relu6", "hardtanh"]), "range": _draw_range(rng)}
+
+
+def _linear_build(p: Params) -> tuple:
+    import torch
+    from torch import nn
+
+    lo, hi = p["range"]
+    x = torch.rand(p["batch"], p["fin"]) * (hi - lo) + lo
+    return nn.Sequential(nn.Linear(p["fin"], p["fout"], bias=p["bias"]), _activation(p)).eval(), (x,)
+
+
+def _binary_draw(rng: random.Random) -> Params:
+    return {"c": rng.randint(1, 16), "h": rng.randint(1, 12), "w": rng.randint(1, 12),
+            "range": _draw_range(rng), "range2": _draw_range(rng), "act": rng.choice(["none", "relu"])}
+
+
+def _binary_build(fn) -> Callable[[Params], tuple]:
+    def build(p: Params) -> tuple:
+        from cortexm.cases.ops import Apply
+
+        other = dict(p, range=p["range2"])
+        act = _activation(p)
+        return Apply(lambda m, a, b: m.act(fn(a, b)), act=act).eval(), (_image(p, p["c"]), _image(other, p["c"]))
+
+    return build
+
+
+def _softmax_draw(rng: random.Random) -> Params:
+    return {"rows": rng.randint(1, 8), "cols": rng.randint(2, 64), "scale": rng.choice([1.0, 3.0, 8.0])}
+
+
+def _softmax_build(p: Params) -> tuple:
+    import torch
+
+    from cortexm.cases.ops import Apply
+
+    return Apply(lambda m, x: torch.softmax(x, dim=-1)).eval(), ((torch.rand(p["rows"], p["cols"]) * 2 - 1) * p["scale"],)
+
+
+_CONV_FLOORS = {"h": 1, "w": 1, "cin": 1, "cout": 1, "k": (1, 1), "stride": (1, 1), "pad": (0, 0),
+                "dilation": (1, 1), "bias": False, "act": "none", "range": (-1.0, 1.0)}
+_POOL_FLOORS = {"h": 1, "w": 1, "c": 1, "k": (1, 1), "stride": (1, 1), "pad": (0, 0), "ceil": False,
+                "count_include_pad": False, "range": (-1.0, 1.0)}
+
+SPACES: dict[str, OpSpace] = {
+    "conv2d": OpSpace(_conv_draw, _conv_build, _conv_valid, _CONV_FLOORS),
+    "depthwise_conv2d": OpSpace(_depthwise_draw, _depthwise_build, _conv_valid,
+                                {**{k: v for k, v in _CONV_FLOORS.items() if k != "cout"}, "mult": 1}),
+    "transpose_conv2d": OpSpace(_transpose_draw, _transpose_build, _transpose_valid,
+                                {k: v for k, v in _CONV_FLOORS.items() if k not in ("dilation", "act")}),
+    "avg_pool2d": OpSpace(_pool_draw, _avg_pool_build, _pool_valid, _POOL_FLOORS),
+    "max_pool2d": OpSpace(lambda r: dict(_pool_draw(r), ceil=False), _max_pool_build, _pool_valid, _POOL_FLOORS),
+    "linear": OpSpace(_linear_draw, _linear_build, lambda p: True,
+                      {"batch": 1, "fin": 1, "fout": 1, "bias": False, "act": "none", "range": (-1.0, 1.0)}),
+    "add": OpSpace(_binary_draw, _binary_build(lambda a, b: a + b), lambda p: True,
+                   {"h": 1, "w": 1, "c": 1, "act": "none", "range": (-1.0, 1.0), "range2": (-1.0, 1.0)}),
+    "mul": OpSpace(_binary_draw, _binary_build(lambda a, b: a * b), lambda p: True,
+                   {"h": 1, "w": 1, "c": 1, "act": "none", "range": (-1.0, 1.0), "range2": (-1.0, 1.0)}),
+    "softmax": OpSpace(_softmax_draw, _softmax_build, lambda p: True, {"rows": 1, "cols": 2, "scale": 1.0}),
+}
+
+
+def space(op: str) -> OpSpace:
+    try:
+        return SPACES[op]
+    except KeyError:
+        raise CortexmError(f"no sweep for {op!r}; sweepable operators: {', '.join(SPACES)}") from None
+
+
+def draw(op: str, seed: int, count: int) -> list[Params]:
+    """`count` valid parameter sets for `op`, the same for the same seed."""
+    s, rng, samples = space(op), random.Random(f"{op}:{seed}"), []
+    while len(samples) < count:
+        p = s.draw(rng)
+        if s.valid(p):
+            p["seed"] = rng.randrange(2**31)  # weights and inputs of this sample
+            samples.append(p)
+    return samples
+
+
+def build_sample(op: str, params: Params) -> tuple:
+    """The module and inputs of a sample; weights and inputs come from the sample's own seed,
+    so a reproducer builds the same model whatever its case is called."""
+    import torch
+
+    torch.manual_seed(params["seed"])
+    return space(op).build(params)
+
+
+# Regions of a parameter space where a known upstream defect shows: samples there are
+# expected failures (cortexm.defects), so a sweep reports only what is new.
+KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
+    "transpose_conv2d": [(lambda p: p["pad"][0] % p["stride"][0] != 0, "CMSIS_NN_TRANSPOSE_CONV_ROWS")],
+}
+
+
+def known_defects(op: str, params: Params) -> tuple[str, ...]:
+    return tuple(name for applies, name in KNOWN_REGIONS.get(op, []) if applies(params))
+
+
+def register_sample(name: str, op: str, params: Params, known: tuple[str, ...] = ()) -> None:
+    """Register a sample as a case (what generated case files call); `known` names cortexm.defects."""
+    from cortexm import defects
+
+    register(name, f"{op} {params}", known_failures=tuple(getattr(defects, k) for k in known))(
+        lambda: build_sample(op, params))
+
+
+def smaller(op: str, params: Params) -> list[Params]:
+    """Candidates one step smaller than `params`, most aggressive first."""
+    s = space(op)
+    candidates = []
+    for key, floor in s.floors.items():
+        value = params.get(key)
+        if key == "seed":
+            continue
+        if value is None or value == floor:
+            continue
+        steps = [floor]
+        if isinstance(value, int) and not isinstance(value, bool) and value - 1 != floor:
+            steps += [max(floor, value // 2), value - 1]
+        elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+            steps += [tuple(f if i == j else v for j, (v, f) in enumerate(zip(value, floor))) for i in range(len(value))]
+        for step in steps:
+            candidate = dict(params, **{key: step})
+            if candidate != params and s.valid(candidate) and candidate not in candidates:
+                candidates.append(candidate)
+    return candidates
+
+
+def case_file(entries: list[tuple[str, str, Params]], header: str) -> str:
+    """Python source of a case file registering each (name, op, params)."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    lines += ["from cortexm.sweep import register_sample", ""]
+    for name, op, params in entries:
+        known = known_defects(op, params)
+        lines.append(f"register_sample({name!r}, {op!r}, {params!r}" + (f", known={known!r})" if known else ")"))
+    return "\n".join(lines) + "\n"
+
+
+# --- running a sweep ------------------------------------------------------------------------
+
+@dataclass
+class Finding:
+    sample: str
+    params: Params
+    failure: str  # one line: what failed, on which cores
+    repro: Path | None = None
+    shrunk: Params | None = None
+
+
+@dataclass
+class SweepReport:
+    op: str
+    seed: int
+    samples: int
+    cores: list[str]
+    seconds: float
+    results: list  # CaseResult
+    checks: list  # CrossCore
+    findings: list[Finding]
+    expected: int  # samples in a known-defect region that failed as expected
+
+    @property
+    def per_minute(self) -> float:
+        return self.samples * 60 / self.seconds if self.seconds else 0.0
+
+
+def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: dict, jobs: int = 2,
+              shrink_limit: int = 3, progress: Callable[[str], None] = lambda _: None) -> SweepReport:
+    """Draw, export, run and check `count` samples of `op`; shrink and write reproducers."""
+    import time
+
+    from cortexm.testing import app
+
+    started = time.perf_counter()
+    samples = draw(op, seed, count)
+    names = [f"sweep_{op}_{seed}_{i}" for i in range(count)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    batch = out_dir / f"sweep-{op}-{seed}.py"
+    batch.write_text(case_file(list(zip(names, [op] * count, samples)),
+                               f"cortexm sweep {op} --seed {seed} --count {count}: the drawn samples"))
+    options = app.Options(cores=list(cores), case_files=[batch], simulators=simulators, jobs=jobs)
+    results = app.run(options, progress)
+    cases = {c.name: c for c in app.select_cases(options)}
+    checks = app.cross_core(results, cases)
+    seconds = time.perf_counter() - started
+
+    findings = []
+    for name, params in zip(names, samples):
+        failure = _failure(name, results, checks)
+        if failure:
+            findings.append(Finding(name, params, failure))
+    expected = sum(r.status == "XFAIL" for r in results)
+    for finding in findings[:shrink_limit]:
+        progress(f"shrinking {finding.sample}: {finding.failure}")
+        finding.shrunk = shrink(op, finding.params, finding.failure, cores, simulators, out_dir, jobs, progress)
+        finding.repro = out_dir / f"sweep-repro-{op}-{finding.sample.rsplit('_', 2)[-2]}-{finding.sample.rsplit('_', 1)[-1]}.py"
+        finding.repro.write_text(case_file(
+            [(f"repro_{finding.sample}", op, finding.shrunk)],
+            f"Reproducer from `cortexm sweep {op} --seed {seed} --count {count}`, sample {finding.sample}.\n"
+            f"Failure: {finding.failure}\nOriginal parameters: {finding.params!r}\n"
+            f"Run it: cortexm test --cases {finding.repro.name} " + " ".join(f"-t {c.name}" for c in cores)))
+    return SweepReport(op, seed, count, [c.name for c in cores], seconds, results, checks, findings, expected)
+
+
+def _failure(name: str, results, checks) -> str:
+    """One line saying how sample `name` failed ('' when it did not)."""
+    failed = [r for r in results if r.case == name and r.failed]
+    cross = [c for c in checks if c.case == name and c.failed]
+    if failed:
+        return f"{failed[0].status} on {', '.join(r.core for r in failed)}: {failed[0].reason}"
+    if cross:
+        return cross[0].line()
+    return ""
+
+
+def _kind(failure: str) -> str:
+    """What kind of failure, to keep shrinking on the same one."""
+    if failure.startswith("FAIL ") and "cores disagree" in failure:
+        return "cross-core"
+    return failure.split(":", 2)[0]  # e.g. "FAIL on cortex-m7"
+
+
+def shrink(op: str, params: Params, failure: str, cores, simulators: dict, out_dir: Path, jobs: int,
+           progress: Callable[[str], None]) -> Params:
+    """The smallest parameters (greedily, one at a time) that still fail the same way."""
+    from cortexm.testing import app
+
+    kind, current, step = _kind(failure), params, 0
+    while True:
+        for candidate in smaller(op, current):
+            step += 1
+            name = f"shrink_{op}_{abs(hash(repr(candidate))) % 10**10}"
+            path = out_dir / ".shrink" / f"{name}.py"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(case_file([(name, op, candidate)], "shrinking candidate"))
+            options = app.Options(cores=list(cores), case_files=[path], simulators=simulators, jobs=jobs)
+            results = app.run(options)
+            checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
+            again = _failure(name, results, checks)
+            if again and _kind(again) == kind:
+                progress(f"  smaller and still failing: {candidate}")
+                current = candidate
+                break
+        else:
+            return current

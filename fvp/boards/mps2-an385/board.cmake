@@ -1,0 +1,2 @@
+# QEMU mps2-an385: Cortex-M3, SYSCLK 25 MHz.
+set(BOARD_CPU_HZ 25000000)

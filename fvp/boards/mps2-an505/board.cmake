@@ -1,0 +1,2 @@
+# QEMU mps2-an505: Cortex-M33, SYSCLK 20 MHz.
+set(BOARD_CPU_HZ 20000000)

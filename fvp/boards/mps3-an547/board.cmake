@@ -1,0 +1,2 @@
+# QEMU mps3-an547: Cortex-M55, SYSCLK 32 MHz.
+set(BOARD_CPU_HZ 32000000)

@@ -1,0 +1,351 @@
+"""The firmware path for real: runner builds with the cross compiler, runs on QEMU.
+
+Needs the ExecuTorch and CMSIS-NN trees (--executorch-src style: $CORTEXM_EXECUTORCH_SRC /
+$CORTEXM_CMSIS_NN_SRC, or the default location), arm-none-eabi-gcc, cmake and
+qemu-system-arm; without them these tests are skipped with a reason saying how to
+provide them.
+
+The M7 and M55 runners are built from scratch once per session, into a fresh build
+cache (about two minutes on two cores); set CORTEXM_TEST_REUSE_BUILDS=1 to take them
+from the user's cache instead while iterating.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import run_cli
+from cortexm import sources
+from cortexm.errors import CortexmError
+from cortexm.firmware import BuildOptions, build_runner, model_ops, suite_ops
+from cortexm.firmware.tools import INSTALL_GCC, toolchain_prefix
+from cortexm.run import RunError, run_pte
+from cortexm.sim.qemu import INSTALL as INSTALL_QEMU
+from cortexm.targets import core
+
+CORES = ("cortex-m7", "cortex-m55")
+
+
+def _missing() -> str | None:
+    for kind in (sources.EXECUTORCH, sources.CMSIS_NN):
+        if sources.locate(kind).path is None:
+            return sources.missing_message(kind)
+    if shutil.which(toolchain_prefix() + "gcc") is None:
+        return f"{toolchain_prefix()}gcc not found: {INSTALL_GCC}"
+    if shutil.which("cmake") is None:
+        return "cmake not found (apt install cmake ninja-build)"
+    if shutil.which("qemu-system-arm") is None:
+        return f"qemu-system-arm not found: {INSTALL_QEMU}"
+    return None
+
+
+MISSING = _missing()
+needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
+
+
+@pytest.fixture(scope="session")
+def runners(tmp_path_factory):
+    """core name -> the suite runner, built once per session."""
+    if MISSING:
+        pytest.skip(f"firmware tests need: {MISSING}")
+    patch = pytest.MonkeyPatch()
+    if os.environ.get("CORTEXM_TEST_REUSE_BUILDS") != "1":
+        patch.setenv("CORTEXM_BUILD_CACHE", str(tmp_path_factory.mktemp("builds")))
+    built = {name: build_runner(name) for name in CORES}
+    yield built
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def suite_exports():
+    """(case, core) -> .pte of every built-in case for the M7 and the M55, or why its export failed.
+
+    Exported through the test app, so they come from its cache when nothing changed."""
+    from cortexm.cases import all_cases
+    from cortexm.testing.app import Options, export_all
+
+    cores = [core(name) for name in CORES]
+    return export_all([(case.name, c) for case in all_cases() for c in cores], Options(cores=cores), lambda _: None)
+
+
+def _objdump(elf) -> str:
+    out = subprocess.run([toolchain_prefix() + "objdump", "-d", "-m", "armv8.1-m.main", str(elf)],
+                         capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def _mnemonics_by_function(disassembly: str) -> dict[str, set[str]]:
+    functions: dict[str, set[str]] = {}
+    current = None
+    for line in disassembly.splitlines():
+        header = re.match(r"^[0-9a-f]+ <(\S+)>:$", line)
+        if header:
+            current = functions.setdefault(header.group(1), set())
+            continue
+        parts = line.split("\t")
+        if current is not None and len(parts) >= 3 and re.match(r"^\s*[0-9a-f]+:$", parts[0]):
+            current.add(parts[2].strip().split()[0] if parts[2].strip() else "")
+    return functions
+
+
+def _identities(runner) -> dict[str, str | None]:
+    """What a known defect is checked against: the trees the runner was built from, and the lowering."""
+    from cortexm.defects import installed_identities
+
+    inputs = json.loads((runner.build_dir / "build.json").read_text())["inputs"]
+    return {**installed_identities(), "cmsis-nn": inputs["cmsis-nn"], "executorch-runtime": inputs["executorch"]}
+
+
+# --- the operator set of the default runner -------------------------------------------
+
+def test_suite_ops_are_what_the_exported_suite_calls(suite_exports):
+    from cortexm.cases import get
+
+    used: set[str] = set()
+    for (case, core_name), pte in suite_exports.items():
+        if isinstance(pte, str):
+            assert get(case).known_failure(core_name), f"{case} for {core_name} did not export: {pte}"
+            continue
+        used |= set(model_ops(pte))
+    listed = set(suite_ops())
+    assert used - listed == set(), "kernels/suite_ops.txt misses operators the suite calls"
+    assert listed - used == set(), "kernels/suite_ops.txt lists operators no case calls"
+
+
+# --- builds ------------------------------------------------------------------------------
+
+@needs_firmware
+@pytest.mark.parametrize("name", CORES)
+def test_runner_builds(runners, name):
+    runner = runners[name]
+    assert runner.elf.is_file() and runner.map_file.is_file()
+    assert runner.ops == suite_ops()
+    if os.environ.get("CORTEXM_TEST_REUSE_BUILDS") != "1":
+        assert not runner.cached  # built from scratch in this session's empty cache
+
+
+@needs_firmware
+def test_second_build_is_instant(runners):
+    started = time.monotonic()
+    again = build_runner("cortex-m7")
+    assert again.cached and again.elf == runners["cortex-m7"].elf
+    assert time.monotonic() - started < 5
+
+
+@needs_firmware
+def test_m55_runner_runs_mve_code_and_m7_runner_dsp_code(runners):
+    """CMSIS-NN was built for each core's own extension: MVE on the M55, DSP on the M7."""
+    m55 = _mnemonics_by_function(_objdump(runners["cortex-m55"].elf))
+    m7 = _mnemonics_by_function(_objdump(runners["cortex-m7"].elf))
+    mve = {"vldrb.s32", "vldrb.u8", "vmlava.s8", "wlstp.8", "letp"}
+    dsp = {"smlad", "sxtb16"}
+    cmsis = lambda functions: set().union(*(m for f, m in functions.items() if f.startswith("arm_")))  # noqa: E731
+    assert mve <= cmsis(m55), f"MVE instructions missing from the M55 runner's CMSIS-NN: {mve - cmsis(m55)}"
+    assert dsp <= cmsis(m7), f"DSP instructions missing from the M7 runner's CMSIS-NN: {dsp - cmsis(m7)}"
+    every_m7 = set().union(*m7.values())
+    assert not {"vmlava.s8", "wlstp.8", "letp", "vldrb.u8"} & every_m7, "MVE instructions in the M7 runner"
+
+
+# --- runs --------------------------------------------------------------------------------
+
+@needs_firmware
+@pytest.mark.parametrize("name", CORES)
+@pytest.mark.parametrize("case", ["conv2d", "keyword_spotting"])
+def test_case_runs_within_one_lsb(runners, exported, name, case):
+    pte = exported(case, name)
+    first = run_pte(pte, name, runner=runners[name])
+    assert first.diffs and first.max_diff_lsb <= 1, [(d.max_lsb, d.worst) for d in first.diffs]
+    assert first.outputs[0].shape == tuple(first.outputs[0].shape) and first.outputs[0].dtype.name == "float32"
+    assert first.instructions and first.instructions > 0
+    again = run_pte(pte, name, runner=runners[name])
+    assert again.instructions == first.instructions, "instruction counts must not depend on the host"
+
+
+@needs_firmware
+@pytest.mark.parametrize("name", CORES)
+def test_whole_suite_within_each_cases_tolerance(runners, suite_exports, name):
+    """Every case within its tolerance; a case with a known upstream defect must still show it."""
+    from cortexm.cases import get
+
+    problems, differing = [], []
+    for (case, core_name), pte in sorted(suite_exports.items()):
+        if core_name != name or isinstance(pte, str):
+            continue
+        try:
+            result = run_pte(pte, name, runner=runners[name])
+            worst, failure = result.max_diff_lsb, None
+        except RunError as e:
+            worst, failure = None, str(e)
+        if worst:
+            differing.append(f"{case} {worst:g} LSB")
+        bad = failure or (f"{worst:g} LSB > {get(case).qtol} LSB" if worst > get(case).qtol else None)
+        known = get(case).known_failure(name, _identities(runners[name]), ran=True)
+        if bad and not known:
+            problems.append(f"{case}: {bad}")
+        elif known and not bad:
+            problems.append(f"{case}: passes, but is marked as a known failure ({known})")
+    print(f"{name}: cases that differ from the reference: {', '.join(differing) or 'none'}")
+    assert not problems
+
+
+@needs_firmware
+def test_m55_runner_on_the_m7_machine_fails_clearly(runners, exported, tmp_path):
+    from cortexm.run import execute
+    from cortexm.sim import get
+
+    result, outputs = execute(exported("conv2d", "cortex-m7"), core("cortex-m7"), get("qemu"), runners["cortex-m55"],
+                              workdir=tmp_path)
+    assert not result.ok and outputs == []
+    assert result.exit_code == 5
+    assert result.failure_line.startswith("F HardFault: undefined instruction"), result.failure_line
+    assert re.search(r"CFSR=0x[0-9a-f]{8} HFSR=0x[0-9a-f]{8} MMFAR=0x[0-9a-f]{8} BFAR=0x[0-9a-f]{8} PC=0x[0-9a-f]{8} LR=",
+                     result.failure_line)
+
+
+@needs_firmware
+@pytest.mark.parametrize("case", ["avg_pool2d", "keyword_spotting"])
+def test_m55_program_on_the_m7_runner_fails_with_the_scratch_message(runners, exported, case):
+    pte = exported(case, "cortex-m55")
+    with pytest.raises(RunError) as failure:
+        run_pte(pte, "cortex-m7", runner=runners["cortex-m7"])
+    message = str(failure.value)
+    assert "\n" not in message
+    assert re.search(r"quantized_\w+_out: scratch buffer size incorrect - actual: \(\d+\) needed: \(\d+\)", message), message
+    assert failure.value.result.exit_code == 1
+
+
+@needs_firmware
+def test_cli_run_reports_the_rejection_on_one_line(runners, exported):
+    pte = exported("avg_pool2d", "cortex-m55")
+    result = run_cli("run", str(pte), "--target", "cortex-m7")
+    assert result.returncode == 1
+    errors = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and "scratch buffer size incorrect" in errors[0], result.stderr
+    assert "exported for cortex-m55" in result.stderr  # the warning says why
+    assert "Traceback" not in result.stderr
+
+
+@needs_firmware
+def test_cli_run_prints_outputs_and_instructions(runners, exported):
+    pte = exported("conv2d", "cortex-m7")
+    result = run_cli("run", str(pte), "--target", "cortex-m7", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    expected = run_pte(pte, "cortex-m7", runner=runners["cortex-m7"])
+    assert report["instructions"] == expected.instructions
+    assert report["outputs"][0]["shape"] == [1, 8, 8, 8] and report["within_tolerance"] is True
+
+
+# --- selective builds, pools, footprint ----------------------------------------------------
+
+@needs_firmware
+def test_model_runner_registers_only_that_models_operators(runners, exported):
+    pte = exported("keyword_spotting", "cortex-m7")
+    runner = build_runner("cortex-m7", model=pte)
+    assert runner.ops == model_ops(pte) and set(runner.ops) < set(suite_ops())
+    suite_elf, model_elf = runners["cortex-m7"].elf.read_bytes(), runner.elf.read_bytes()
+    assert b"aten::convolution.out" in suite_elf and b"aten::convolution.out" not in model_elf
+    assert len(model_elf) < len(suite_elf)
+    result = run_pte(pte, "cortex-m7", runner=runner)
+    assert result.max_diff_lsb <= 1
+
+
+@needs_firmware
+def test_too_small_method_pool_is_named_with_its_sizes(runners, exported):
+    pte = exported("keyword_spotting", "cortex-m7")
+    runner = build_runner("cortex-m7", model=pte, options=BuildOptions(method_pool_size=2048))
+    with pytest.raises(RunError) as failure:
+        run_pte(pte, "cortex-m7", runner=runner)
+    assert re.search(r"E memory: method allocator pool exhausted: \d+ B requested, \d+ of 2048 B free; "
+                     r"build with a larger CORTEXM_METHOD_POOL_SIZE", str(failure.value)), str(failure.value)
+    assert failure.value.result.exit_code == 3
+
+
+@needs_firmware
+@pytest.mark.parametrize("name", CORES)
+def test_size_adds_up_to_the_elf_sections(runners, name):
+    from cortexm.size import footprint
+
+    runner = runners[name]
+    result = footprint(runner.elf, runner.map_file)
+    names = {c.name for c in result.components}
+    assert {"ExecuTorch core", "portable kernels", "cortex_m kernels", "CMSIS-NN", "libc, libstdc++", "board support"} <= names
+    # An independent reference: binutils' size (text includes read-only data; flash also holds .data's image).
+    out = subprocess.run([toolchain_prefix() + "size", str(runner.elf)], capture_output=True, text=True, check=True)
+    text, data, bss = (int(v) for v in out.stdout.splitlines()[1].split()[:3])
+    assert result.flash == text + data
+    assert result.ram == data + bss
+    assert result.arena > 0
+
+
+@needs_firmware
+def test_cli_build_and_size(runners, exported):
+    built = run_cli("build", "--target", "cortex-m55")
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.splitlines()[0] == str(runners["cortex-m55"].elf)
+    pte = exported("keyword_spotting", "cortex-m55")
+    sized = run_cli("size", "--target", "cortex-m55", "--model", str(pte), "--json")
+    assert sized.returncode == 0, sized.stderr
+    report = json.loads(sized.stdout)
+    assert report["model"]["flash"] == pte.stat().st_size
+    assert report["flash"] == sum(c["flash"] for c in report["components"])
+
+
+@needs_firmware
+def test_scalar_inputs_are_read_and_checked(runners, tmp_path):
+    """A program with int and float inputs besides a tensor: all are set from their files."""
+    import numpy as np
+    import torch
+    from executorch.exir import to_edge
+
+    class ScaleShift(torch.nn.Module):
+        def forward(self, x, n: int, s: float):
+            return x * n + s
+
+    x = np.arange(6, dtype=np.float32)
+    program = to_edge(torch.export.export(ScaleShift(), (torch.from_numpy(x), 3, 0.5))).to_executorch()
+    pte = tmp_path / "scale_shift.pte"
+    pte.write_bytes(program.buffer)
+    files = [tmp_path / "x.bin", tmp_path / "n.bin", tmp_path / "s.bin", tmp_path / "other-n.bin"]
+    x.tofile(files[0])
+    np.array(3, dtype=np.int64).tofile(files[1])
+    np.array(0.5, dtype=np.float64).tofile(files[2])
+    np.array(4, dtype=np.int64).tofile(files[3])
+
+    result = run_pte(pte, "cortex-m7", inputs=files[:3])
+    np.testing.assert_array_equal(result.outputs[0], x * 3 + 0.5)
+    with pytest.raises(RunError, match="should have the same value as the input_evalue, but got 3 and 4"):
+        run_pte(pte, "cortex-m7", inputs=[files[0], files[3], files[2]])
+
+
+@needs_firmware
+def test_prebuilt_runners_are_used_without_trees(runners, monkeypatch):
+    """$CORTEXM_RUNNERS (what Nix hands over): a matching runner needs no tree, toolchain or build."""
+    monkeypatch.setenv("CORTEXM_RUNNERS", str(runners["cortex-m55"].build_dir))
+    monkeypatch.setenv("CORTEXM_EXECUTORCH_SRC", "/nonexistent")
+    assert build_runner("cortex-m55").elf == runners["cortex-m55"].elf
+    with pytest.raises(CortexmError, match="CORTEXM_EXECUTORCH_SRC: /nonexistent is not a directory"):
+        build_runner("cortex-m7")  # no prebuilt runner for this core: it would be built
+
+
+@needs_firmware
+def test_the_cache_key_follows_content_not_location(runners, monkeypatch, tmp_path):
+    from cortexm.firmware import paths
+
+    copy = tmp_path / "firmware"
+    shutil.copytree(paths.kernels(), copy / "kernels")
+    shutil.copytree(paths.boards(), copy / "fvp" / "boards")
+    monkeypatch.setenv("CORTEXM_FIRMWARE_SRC", str(copy))
+    assert build_runner("cortex-m7").key == runners["cortex-m7"].key
+    (copy / "fvp" / "boards" / "README.md").write_text("documentation is not a build input\n")
+    assert build_runner("cortex-m7").key == runners["cortex-m7"].key
+    monkeypatch.setenv("CORTEXM_FIRMWARE_SRC", str(tmp_path / "elsewhere"))
+    with pytest.raises(CortexmError, match="kernels not found"):
+        build_runner("cortex-m7")
