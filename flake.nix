@@ -1,0 +1,99 @@
+{
+  description = "cortexm: a reproducible toolchain and tester for the ExecuTorch Cortex-M (CMSIS-NN) backend";
+
+  # Every pin is in pins.toml; flake inputs must be literals, so these repeat its revs and
+  # the `pins` check fails when flake.lock and pins.toml disagree. To test a local ExecuTorch:
+  #   nix run .#test-m7 --override-input executorch path:/my/executorch
+  # (git+file:///my/executorch takes only its tracked files, without the submodules.)
+  inputs = {
+    nixpkgs.url = "github:NixOS/nixpkgs/b12141ef619e0a9c1c84dc8c684040326f27cdcc";
+    executorch = {
+      url = "github:pytorch/executorch/3b60683923245cf472b7323426920e15623ba361";
+      flake = false;
+    };
+    cmsis-nn = {
+      url = "github:ARM-software/CMSIS-NN/dbf45dbfcc515421dd6099037d3e2637b90748c8";
+      flake = false;
+    };
+  };
+
+  outputs =
+    { nixpkgs, ... }@inputs:
+    let
+      inherit (nixpkgs) lib;
+      pins = builtins.fromTOML (builtins.readFile ./pins.toml);
+      systems = [
+        "x86_64-linux"
+        "aarch64-linux"
+        "aarch64-darwin"
+      ];
+      # Cores with board support for a runner (cortexm/targets.py; a test keeps the two equal).
+      cores = [
+        "m3"
+        "m4"
+        "m7"
+        "m33"
+        "m55"
+      ];
+
+      forAllSystems =
+        f:
+        lib.genAttrs systems (
+          system:
+          f (
+            import ./nix/packages.nix {
+              inherit pins inputs cores;
+              pkgs = import nixpkgs {
+                inherit system;
+                # The one unfree package; adding its archive to the store is the EULA step.
+                config.allowUnfreePredicate = pkg: lib.getName pkg == "fvp-corstone-300";
+              };
+            }
+          )
+        );
+      app = description: drv: {
+        type = "app";
+        program = lib.getExe drv;
+        meta = { inherit description; };
+      };
+    in
+    {
+      packages = forAllSystems (
+        s:
+        {
+          inherit (s) cortexm;
+          default = s.cortexm;
+        }
+        // lib.optionalAttrs (s.fvp-corstone-300 != null) { inherit (s) fvp-corstone-300; }
+        // lib.concatMapAttrs (core: kernels: {
+          "kernels-${core}" = kernels;
+          "runner-${core}" = kernels.runner;
+        }) (lib.genAttrs cores (core: s.kernels "cortex-${core}"))
+      );
+
+      apps = forAllSystems (s: {
+        test-m7 = app "cortexm test on the Cortex-M7 (QEMU, or the FVP when present)" (s.testApp "cortex-m7");
+        test-m55 = app "cortexm test on the Cortex-M55 (QEMU, or the FVP when present)" (
+          s.testApp "cortex-m55"
+        );
+        verify = app "cortexm verify: check .pte programs against a kernel library and a core" (
+          s.command "verify"
+        );
+        default = app "the cortexm command line" s.cortexm;
+      });
+
+      devShells = forAllSystems (
+        s:
+        {
+          default = s.devShell;
+        }
+        // lib.optionalAttrs (s.fvp-corstone-300 != null) {
+          fvp = s.devShell.override { fvp = s.fvp-corstone-300; };
+        }
+      );
+
+      checks = forAllSystems (s: s.checks);
+
+      formatter = forAllSystems (s: s.pkgs.nixfmt-tree);
+    };
+}

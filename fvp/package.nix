@@ -1,0 +1,67 @@
+# Arm's Corstone-300 Fixed Virtual Platform (Cortex-M55 + Ethos-U55): unfree, under Arm's EULA.
+# Nix does not download it. You download it from Arm and add it to the store yourself, and that
+# step is your acceptance of the EULA it contains, which the build then passes to Arm's
+# installer (--i-agree-to-the-contained-eula). The archive is checked against the hash
+# pins.toml gives: its sha256 when one is pinned, else the md5 Arm and ExecuTorch publish.
+{
+  lib,
+  stdenv,
+  requireFile,
+  autoPatchelfHook,
+  pins,
+}:
+let
+  fvp = pins.fvp.corstone-300;
+  inherit (stdenv.hostPlatform) system;
+  file =
+    fvp.files.${system}
+      or (throw "pins.toml has no Corstone-300 FVP for ${system} ([fvp.corstone-300.files.${system}])");
+  name = baseNameOf file.url;
+  hash = if file.sha256 != "" then "sha256:${file.sha256}" else "md5:${file.md5}";
+  algo = lib.head (lib.splitString ":" hash);
+in
+stdenv.mkDerivation {
+  pname = "fvp-corstone-300";
+  inherit (fvp) version;
+
+  src = requireFile {
+    inherit name hash;
+    message = ''
+      The Corstone-300 FVP is under Arm's EULA; Nix cannot download it for you.
+        1. Download ${file.url}
+           (the EULA is in the archive: license_terms/license_agreement.txt).
+        2. If you accept it, add the archive to the Nix store:
+             nix-store --add-fixed ${algo} ${name}
+      Adding the archive is your acceptance: the build runs Arm's installer with
+      --i-agree-to-the-contained-eula.
+    '';
+  };
+  sourceRoot = ".";
+
+  nativeBuildInputs = [ autoPatchelfHook ];
+  buildInputs = [ (lib.getLib stdenv.cc.cc) ];
+  # The GUI and optional plugins link libraries a headless run never loads; the archive was
+  # not available where this file was written to list them, so unresolved ones are allowed.
+  autoPatchelfIgnoreMissingDeps = true;
+
+  dontConfigure = true;
+  dontBuild = true;
+  installPhase = ''
+    runHook preInstall
+    sh ./FVP_Corstone_SSE-300.sh --i-agree-to-the-contained-eula --no-interactive --force \
+      --destination $out/opt/corstone-300 -q
+    mkdir -p $out/bin
+    ln -s $out/opt/corstone-300/models/${file.model_dir}/${fvp.binary} $out/bin/${fvp.binary}
+    runHook postInstall
+  '';
+  dontStrip = true;
+
+  meta = {
+    description = "Arm Corstone-300 Fixed Virtual Platform (Cortex-M55 with Ethos-U55)";
+    homepage = "https://developer.arm.com/Tools%20and%20Software/Fixed%20Virtual%20Platforms";
+    license = lib.licenses.unfree;
+    sourceProvenance = [ lib.sourceTypes.binaryNativeCode ];
+    platforms = builtins.attrNames fvp.files;
+    mainProgram = fvp.binary;
+  };
+}

@@ -1,0 +1,75 @@
+# What a checkout's flake produces with nixpkgs-stand-in.nix as its nixpkgs, as plain data
+# for tests/test_nix.py: the outputs per system, and what each system's derivations are made
+# of (which forces every one of them).
+{
+  root,
+  executorch-tree,
+}:
+let
+  outputs = import ./flake-outputs.nix { inherit root executorch-tree; };
+
+  names = builtins.mapAttrs (_: builtins.attrNames);
+  # Python packages and everything they depend on, each once.
+  pythonClosure =
+    drvs:
+    map (item: item.drv) (
+      builtins.genericClosure {
+        startSet = map (drv: {
+          key = drv.name;
+          inherit drv;
+        }) drvs;
+        operator =
+          item:
+          map (drv: {
+            key = drv.name;
+            inherit drv;
+          }) (item.drv.dependencies or [ ]);
+      }
+    );
+  outPaths = builtins.mapAttrs (_: drv: drv.outPath);
+in
+{
+  packages = names outputs.packages;
+  apps = builtins.mapAttrs (
+    _:
+    builtins.mapAttrs (
+      _: app: {
+        inherit (app) type program;
+        inherit (app.meta) description;
+      }
+    )
+  ) outputs.apps;
+  devShells = names outputs.devShells;
+  checks = names outputs.checks;
+  formatter = builtins.mapAttrs (_: f: f.name) outputs.formatter;
+  # What the `pins` check finds wrong, per system ("" when pins.toml and flake.lock agree).
+  pinsProblems = builtins.mapAttrs (_: checks: checks.pins.problems) outputs.checks;
+
+  # What each system's derivations are made of, forcing every one of them.
+  systems = builtins.mapAttrs (
+    system: packages:
+    let
+      cli = packages.cortexm;
+      cortexmPython = builtins.head cli.extraLibs;
+      kernels = packages.kernels-m7;
+    in
+    {
+      packages = outPaths packages;
+      checks = outPaths outputs.checks.${system};
+      devShells = outPaths outputs.devShells.${system};
+      cliWrapperArgs = cli.makeWrapperArgs;
+      cortexmWrapperArgs = cortexmPython.makeWrapperArgs;
+      wheels = map (d: {
+        inherit (d) pname version;
+        src = d.src.name or null;
+      }) (pythonClosure cortexmPython.dependencies);
+      removedDeps = cortexmPython.pythonRemoveDeps;
+      kernelsEnv = kernels.env;
+      kernelsOutputs = kernels.outputs;
+      kernelsPython = map (d: d.name) (builtins.elemAt kernels.nativeBuildInputs 2).extraLibs;
+      runnerM7 = packages.runner-m7.outPath;
+      qemuM7Runners = outputs.checks.${system}.qemu-m7.CORTEXM_RUNNERS;
+      devShellEnv = outputs.devShells.${system}.default.env;
+    }
+  ) outputs.packages;
+}

@@ -1,0 +1,129 @@
+# A stand-in for nixpkgs' `lib`: only the functions the flake and nixpkgs-stand-in.nix use,
+# with the semantics of nixpkgs' own (its lib/), written over builtins.
+let
+  lib = rec {
+    inherit (builtins)
+      head
+      filter
+      all
+      elem
+      isList
+      concatLists
+      concatStringsSep
+      listToAttrs
+      mapAttrs
+      replaceStrings
+      ;
+    foldl' = builtins.foldl';
+    fix =
+      f:
+      let
+        x = f x;
+      in
+      x;
+    nameValuePair = name: value: { inherit name value; };
+    genAttrs = names: f: listToAttrs (map (n: nameValuePair n (f n)) names);
+    filterAttrs =
+      pred: attrs:
+      listToAttrs (
+        map (n: nameValuePair n attrs.${n}) (filter (n: pred n attrs.${n}) (builtins.attrNames attrs))
+      );
+    mapAttrsToList = f: attrs: map (n: f n attrs.${n}) (builtins.attrNames attrs);
+    concatMapAttrs = f: attrs: foldl' (acc: n: acc // f n attrs.${n}) { } (builtins.attrNames attrs);
+    optional = cond: x: if cond then [ x ] else [ ];
+    optionals = cond: xs: if cond then xs else [ ];
+    optionalAttrs = cond: attrs: if cond then attrs else { };
+    optionalString = cond: s: if cond then s else "";
+    assertMsg = pred: msg: pred || throw msg;
+    findFirst =
+      pred: default: list:
+      let
+        found = filter pred list;
+      in
+      if found == [ ] then default else head found;
+    hasPrefix = prefix: s: builtins.substring 0 (builtins.stringLength prefix) s == prefix;
+    hasSuffix =
+      suffix: s:
+      let
+        n = builtins.stringLength s;
+        k = builtins.stringLength suffix;
+      in
+      n >= k && builtins.substring (n - k) k s == suffix;
+    removePrefix =
+      prefix: s:
+      if hasPrefix prefix s then
+        builtins.substring (builtins.stringLength prefix) (builtins.stringLength s) s
+      else
+        s;
+    escapeRegex = replaceStrings [ "." ":" "+" "*" "?" "(" ")" "[" "]" "{" "}" "|" "^" "$" "\\" ] [
+      "\\."
+      "\\:"
+      "\\+"
+      "\\*"
+      "\\?"
+      "\\("
+      "\\)"
+      "\\["
+      "\\]"
+      "\\{"
+      "\\}"
+      "\\|"
+      "\\^"
+      "\\$"
+      "\\\\"
+    ];
+    splitString = sep: s: filter builtins.isString (builtins.split (escapeRegex sep) s);
+    importTOML = path: builtins.fromTOML (builtins.readFile path);
+
+    getName =
+      x: if builtins.isString x then (builtins.parseDrvName x).name else x.pname or (builtins.parseDrvName x.name).name;
+    getLib = drv: drv.lib or drv;
+    getBin = drv: drv.bin or drv;
+    getExe =
+      drv:
+      if drv.meta ? mainProgram then
+        "${getBin drv}/bin/${drv.meta.mainProgram}"
+      else
+        throw "getExe: ${drv.name} has no meta.mainProgram";
+    makeBinPath = paths: concatStringsSep ":" (map (p: "${getBin p}/bin") paths);
+    addMetaAttrs = newAttrs: drv: drv // { meta = (drv.meta or { }) // newAttrs; };
+
+    makeOverridable =
+      f: args:
+      let
+        result = f args;
+      in
+      if builtins.isAttrs result then
+        result // { override = newArgs: makeOverridable f (args // newArgs); }
+      else
+        result;
+    makeScope =
+      newScope: f:
+      let
+        self = f self // {
+          newScope = scope: newScope (self // scope);
+          callPackage = self.newScope { };
+        };
+      in
+      self;
+
+    fileset = {
+      unions = paths: paths;
+      toSource =
+        { root, fileset }:
+        let
+          missing = filter (p: !builtins.pathExists p) fileset;
+        in
+        if missing != [ ] then
+          throw "lib.fileset.toSource: ${toString (head missing)} does not exist"
+        else
+          "/nix/store/${builtins.substring 0 32 (builtins.hashString "sha256" (toString root))}-source";
+    };
+
+    licenses = genAttrs [ "asl20" "bsd3" "unfree" ] (shortName: { inherit shortName; });
+    sourceTypes.binaryNativeCode = {
+      shortName = "binaryNativeCode";
+    };
+  };
+in
+lib
