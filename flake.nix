@@ -61,7 +61,7 @@
       packages = forAllSystems (
         s:
         {
-          inherit (s) cortexm;
+          inherit (s) cortexm arduino-lib;
           default = s.cortexm;
         }
         // lib.optionalAttrs (s.fvp-corstone-300 != null) { inherit (s) fvp-corstone-300; }

@@ -75,7 +75,9 @@ def load(spec: str | Path) -> Library:
             return _from_tree(path, f"ExecuTorch tree {path}")
         registrations = sorted(p for p in path.rglob("Register*Kernels*.cpp") if p.is_file())
         if registrations:
-            return _from_registrations(registrations, f"generated library {path}")
+            library = _from_registrations(registrations, f"generated library {path}")
+            _add_shipped_prim_ops(library, path)
+            return library
         raise CortexmError(
             f"{path}: neither an ExecuTorch tree ({TREE_SCHEMA_FILES[0]}) nor a generated library (Register*Kernels*.cpp)"
         )
@@ -127,9 +129,24 @@ def _from_tree(root: Path, description: str) -> Library:
     prim = root / PRIM_OPS_SOURCE
     if prim.is_file():
         library.prim_ops_known = True
-        for name in sorted(set(re.findall(r'"((?:aten|executorch_prim)::[\w.]+)"', prim.read_text()))):
-            library.kernels[name] = Kernel(name, None, str(prim))
+        _add_prim_ops(library, prim)
     return library
+
+
+def _add_prim_ops(library: Library, source: Path) -> None:
+    """The operators register_prim_ops.cpp registers (no wrapper checks their count)."""
+    for name in sorted(set(re.findall(r'"((?:aten|executorch_prim)::[\w.]+)"', source.read_text()))):
+        library.kernels[name] = Kernel(name, None, str(source))
+
+
+def _add_shipped_prim_ops(library: Library, folder: Path) -> None:
+    """A folder that ships the runtime with its registration (an Arduino library) is the
+    whole library: its prim ops are what a register_prim_ops.cpp in it registers, if any."""
+    if not any(folder.rglob("runtime/executor/method.cpp")):
+        return
+    library.prim_ops_known = True
+    for prim in sorted(folder.rglob(Path(PRIM_OPS_SOURCE).name)):
+        _add_prim_ops(library, prim)
 
 
 # --- yaml schemas -------------------------------------------------------------

@@ -39,11 +39,13 @@ class Finding:
         return self.status in ("FAIL", "MISSING")
 
 
-def verify_file(path: Path, library: libs.Library | None, target: Core | None, exporter: libs.Library | None = None) -> list[Finding]:
-    """All findings for one .pte. `exporter` gives argument names (defaults to the installed executorch)."""
+def verify_file(path: Path, library: libs.Library | None, target: Core | None, exporter: libs.Library | None = None,
+                name: str | None = None) -> list[Finding]:
+    """All findings for one .pte. `exporter` gives argument names (defaults to the installed executorch);
+    `name` names the model in the findings (default: the sidecar's name, else the file's stem)."""
     program = load(path)
     sidecar = read_sidecar(path)
-    name = sidecar["name"] if sidecar else Path(path).stem
+    name = name or (sidecar["name"] if sidecar else Path(path).stem)
     if target is None and sidecar:
         target = core_named(sidecar["target"])
     plan = program.plan()

@@ -104,6 +104,8 @@ lib.makeScope pkgs.newScope (self: {
       board = null;
     };
 
+  arduino-lib = self.callPackage ../cortexm/arduino/package.nix { };
+
   fvp-corstone-300 =
     if pins.fvp.corstone-300.files ? ${system} then self.callPackage ../fvp/package.nix { } else null;
 

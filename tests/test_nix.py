@@ -134,7 +134,7 @@ def expected_outputs(system: str) -> dict[str, set[str]]:
     linux = system.endswith("-linux")
     runners = {f"{kind}-{core}" for core in cores_with_runners() for kind in ("kernels", "runner")}
     return {
-        "packages": {"cortexm", "default", *runners} | ({"fvp-corstone-300"} if linux else set()),
+        "packages": {"cortexm", "arduino-lib", "default", *runners} | ({"fvp-corstone-300"} if linux else set()),
         "apps": {"test-m7", "test-m55", "verify", "default"},
         "devShells": {"default"} | ({"fvp"} if linux else set()),
         "checks": {"pins", "pytest", "goldens", "qemu-m7", "qemu-m55"} | {f"runner-{c}" for c in cores_with_runners()},

