@@ -381,6 +381,7 @@ class _Progress:
 
 # The firmware subcommands (sources, build, run, size) register themselves on `cli`.
 import cortexm.cli_firmware  # noqa: E402,F401
+import cortexm.cli_arduino  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

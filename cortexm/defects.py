@@ -42,12 +42,33 @@ CMSIS_NN_TRANSPOSE_CONV_ROWS = KnownDefect(
     stage="run",
 )
 
+CMSIS_NN_TRANSPOSE_CONV_NARROW_FILTER = KnownDefect(
+    "CMSIS-NN arm_transpose_conv_s8 (the path for <= 16 input channels) computes wrong outputs for some "
+    "filters narrower than the stride, e.g. 4x1 with stride (1, 2), 1x1 with stride (2, 3); found by cortexm "
+    "sweep, present in the pinned dbf45dbf and in 4a8f5b5d, no upstream fix yet",
+    component="cmsis-nn",
+    broken=("dbf45dbfcc515421dd6099037d3e2637b90748c8", "sha256-FOr7DevJxroGAOmnqKK9/suXjOeaZYQFlFIrYmU19WQ=",
+            "4a8f5b5d"),
+    stage="run",
+)
+
 EXECUTORCH_MATMUL_CONSTANT = KnownDefect(
     "ExecuTorch MatmulToBmmPass calls .to_tensor() on a constant matmul operand during CortexMQuantizer "
     "annotation (AttributeError); in executorch 1.5.1 and main cff6f4dd, no upstream fix yet",
     component="executorch",
     broken=("3b60683923245cf472b7323426920e15623ba361",),
     stage="export",
+)
+
+
+EXECUTORCH_DEGENERATE_DIM_ORDER = KnownDefect(
+    "ExecuTorch gives tensors with size-1 channel and height dims different dim orders across an un-fused "
+    "activation (quantized_mul then aten::clamp on [1,1,1,2]): the runtime's portable clamp rejects the "
+    "program at execute (tensors_have_same_dim_order); found by cortexm sweep, lowering of executorch 1.5.1, "
+    "no upstream fix yet",
+    component="executorch",
+    broken=("3b60683923245cf472b7323426920e15623ba361",),
+    stage="run",
 )
 
 

@@ -32,6 +32,50 @@ def exported(tmp_path_factory):
     return get
 
 
+# --- the firmware path ---------------------------------------------------------------
+
+def _missing() -> str | None:
+    """Why runner builds and QEMU runs cannot happen here, or None when they can."""
+    import shutil
+
+    from cortexm import sources
+    from cortexm.firmware.tools import INSTALL_GCC, toolchain_prefix
+    from cortexm.sim.qemu import INSTALL as INSTALL_QEMU
+
+    for kind in (sources.EXECUTORCH, sources.CMSIS_NN):
+        if sources.locate(kind).path is None:
+            return sources.missing_message(kind)
+    if shutil.which(toolchain_prefix() + "gcc") is None:
+        return f"{toolchain_prefix()}gcc not found: {INSTALL_GCC}"
+    if shutil.which("cmake") is None:
+        return "cmake not found (apt install cmake ninja-build)"
+    if shutil.which("qemu-system-arm") is None:
+        return f"qemu-system-arm not found: {INSTALL_QEMU}"
+    return None
+
+
+MISSING = _missing()
+
+
+@pytest.fixture(scope="session")
+def runners(tmp_path_factory):
+    """core name -> the suite runner, built once per session into a fresh build cache
+    (CORTEXM_TEST_REUSE_BUILDS=1 takes the user's cache instead). The cache folder stays
+    set for the session, so commands the tests run find these runners."""
+    import os
+
+    from cortexm.firmware import build_runner
+
+    if MISSING:
+        pytest.skip(f"firmware tests need: {MISSING}")
+    patch = pytest.MonkeyPatch()
+    if os.environ.get("CORTEXM_TEST_REUSE_BUILDS") != "1":
+        patch.setenv("CORTEXM_BUILD_CACHE", str(tmp_path_factory.mktemp("builds")))
+    built = {name: build_runner(name) for name in ("cortex-m7", "cortex-m55")}
+    yield built
+    patch.undo()
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The real `cortexm` command, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "cortexm", *args], capture_output=True, text=True, cwd=cwd, timeout=600)

@@ -21,46 +21,16 @@ import time
 
 import pytest
 
-from conftest import run_cli
-from cortexm import sources
+from conftest import MISSING, run_cli
+
+needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
 from cortexm.errors import CortexmError
 from cortexm.firmware import BuildOptions, build_runner, model_ops, suite_ops
-from cortexm.firmware.tools import INSTALL_GCC, toolchain_prefix
+from cortexm.firmware.tools import toolchain_prefix
 from cortexm.run import RunError, run_pte
-from cortexm.sim.qemu import INSTALL as INSTALL_QEMU
 from cortexm.targets import core
 
 CORES = ("cortex-m7", "cortex-m55")
-
-
-def _missing() -> str | None:
-    for kind in (sources.EXECUTORCH, sources.CMSIS_NN):
-        if sources.locate(kind).path is None:
-            return sources.missing_message(kind)
-    if shutil.which(toolchain_prefix() + "gcc") is None:
-        return f"{toolchain_prefix()}gcc not found: {INSTALL_GCC}"
-    if shutil.which("cmake") is None:
-        return "cmake not found (apt install cmake ninja-build)"
-    if shutil.which("qemu-system-arm") is None:
-        return f"qemu-system-arm not found: {INSTALL_QEMU}"
-    return None
-
-
-MISSING = _missing()
-needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
-
-
-@pytest.fixture(scope="session")
-def runners(tmp_path_factory):
-    """core name -> the suite runner, built once per session."""
-    if MISSING:
-        pytest.skip(f"firmware tests need: {MISSING}")
-    patch = pytest.MonkeyPatch()
-    if os.environ.get("CORTEXM_TEST_REUSE_BUILDS") != "1":
-        patch.setenv("CORTEXM_BUILD_CACHE", str(tmp_path_factory.mktemp("builds")))
-    built = {name: build_runner(name) for name in CORES}
-    yield built
-    patch.undo()
 
 
 @pytest.fixture(scope="session")

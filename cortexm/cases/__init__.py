@@ -8,7 +8,7 @@ on every machine. Calibration data is made in code too (`calibration`).
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 

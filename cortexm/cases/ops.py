@@ -115,6 +115,18 @@ def _():
     return layer(nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1), image(4, 5, 5))
 
 
+@register("transpose_conv2d_narrow_filter", "4x1 transposed convolution, stride (1, 2): the filter narrower than the stride",
+          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_NARROW_FILTER,))
+def _():
+    return layer(nn.ConvTranspose2d(4, 4, (4, 1), stride=(1, 2)), image(4, 4, 5))
+
+
+@register("transpose_conv2d_pointwise_stride", "1x1 transposed convolution, stride (2, 3), of a 1x1 input",
+          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_NARROW_FILTER,))
+def _():
+    return layer(nn.ConvTranspose2d(1, 1, 1, stride=(2, 3), bias=False), image(1, 1, 1))
+
+
 @register("transpose_conv2d_output_padding", "transposed convolution with output_padding 1: not lowered, runs on portable kernels",
           notes="the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)")
 def _():
@@ -217,6 +229,12 @@ def _():
 @register("mul", "elementwise multiply of two activations")
 def _():
     return Apply(lambda m, a, b: a * b).eval(), (image(4, 5, 5), image(4, 5, 5))
+
+
+@register("mul_relu_single_channel", "multiply then ReLU of [1,1,1,2] tensors (size-1 channel and height)",
+          known_failures=(defects.EXECUTORCH_DEGENERATE_DIM_ORDER,))
+def _():
+    return Apply(lambda m, a, b: torch.relu(a * b)).eval(), (image(1, 1, 2), image(1, 1, 2))
 
 
 # --- activations --------------------------------------------------------------

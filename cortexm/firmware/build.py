@@ -43,13 +43,30 @@ class BuildOptions:
     method_pool_size: int = 256 * 1024  # bytes of the method allocator pool
     temp_pool_size: int = 64 * 1024  # bytes of the temp allocator pool
     build_type: str = "Release"
+    # Extra C sources linked into the runner and link options, e.g. a test's wrapper
+    # around one CMSIS-NN function (-Wl,--wrap=...). Their contents are part of the key.
+    extra_sources: tuple[str, ...] = ()
+    link_options: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # build.json stores lists; keep options comparable whatever they were read from.
+        object.__setattr__(self, "extra_sources", tuple(self.extra_sources))
+        object.__setattr__(self, "link_options", tuple(self.link_options))
 
     def cmake_args(self) -> list[str]:
         return [
             f"-DCORTEXM_METHOD_POOL_SIZE={self.method_pool_size}",
             f"-DCORTEXM_TEMP_POOL_SIZE={self.temp_pool_size}",
             f"-DCMAKE_BUILD_TYPE={self.build_type}",
+            f"-DCORTEXM_EXTRA_SOURCES={';'.join(self.extra_sources)}",
+            f"-DCORTEXM_EXTRA_LINK_OPTIONS={';'.join(self.link_options)}",
         ]
+
+    def extra_digest(self) -> str:
+        digest = hashlib.sha256()
+        for source in self.extra_sources:
+            digest.update(Path(source).read_bytes())
+        return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,7 @@ def build_runner(
         "gcc_flags": list(core.gcc_flags),
         "board": board,
         "options": asdict(options),
+        "extra_sources": options.extra_digest(),
         "executorch": identity.tree(et).key,
         "cmsis-nn": identity.tree(nn).key,
         "gcc": found.gcc_version,

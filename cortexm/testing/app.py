@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from cortexm import cases as case_registry
-from cortexm import dialect, library
+from cortexm import dialect
+from cortexm.library import Library
 from cortexm.defects import installed_identities
 from cortexm.errors import CortexmError
 from cortexm.export import read_sidecar
@@ -71,7 +72,7 @@ class Options:
     pattern: str | None = None
     case_files: list[Path] = field(default_factory=list)
     goldens: Path | None = None
-    library: library.Library | None = None
+    library: Library | None = None
     simulators: dict[str, Simulator | str] = field(default_factory=dict)  # core -> simulator, or why there is none
     jobs: int = 2
     layout: str = "legacy"

@@ -57,24 +57,47 @@ def root() -> Path:
     return Path(os.environ.get("CORTEXM_EXPORT_CACHE") or cache_dir() / "exports")
 
 
-def lookup(case: str, core: str, layout: str, case_file: Path | None = None) -> Path | None:
-    """The cached .pte for these inputs, or None."""
-    pte = root() / key(case, core, layout, case_file) / f"{case}.pte"
-    return pte if pte.is_file() and pte.with_suffix(".json").is_file() else None
+FAILURE = "export-failed.txt"
+
+
+def lookup(case: str, core: str, layout: str, case_file: Path | None = None) -> Path | str | None:
+    """The cached .pte for these inputs, the cached one-line failure of its export, or None."""
+    folder = root() / key(case, core, layout, case_file)
+    pte = folder / f"{case}.pte"
+    if pte.is_file() and pte.with_suffix(".json").is_file():
+        return pte
+    failure = folder / FAILURE
+    return failure.read_text().strip() if failure.is_file() else None
 
 
 def store(case: str, core: str, layout: str, case_file: Path | None, write) -> Path:
-    """Run `write(pte_path)` into a fresh folder and move it into the cache atomically."""
+    """Run `write(pte_path)` into a fresh folder and move it into the cache atomically.
+
+    An export that fails with a CortexmError is cached as its message: the same
+    inputs fail the same way, and a warm run should not pay for finding out again.
+    """
+    from cortexm.errors import CortexmError
+
     final = root() / key(case, core, layout, case_file)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
     try:
-        write(tmp / f"{case}.pte")
         try:
-            tmp.rename(final)
-        except OSError:  # another process stored the same export first
-            shutil.rmtree(tmp, ignore_errors=True)
+            write(tmp / f"{case}.pte")
+        except CortexmError as e:
+            (tmp / FAILURE).write_text(str(e) + "\n")
+            _publish(tmp, final)
+            raise
+        _publish(tmp, final)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final / f"{case}.pte"
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    try:
+        tmp.rename(final)
+    except OSError:  # another process stored the same export first
+        shutil.rmtree(tmp, ignore_errors=True)
+

@@ -1,0 +1,110 @@
+"""Benchmark of the test app: cold and warm wall time per core and per stage, and how
+close the conv/linear cases come to the core's MAC throughput.
+
+    python bench/suite.py [--target cortex-m7 --target cortex-m55] [-k PATTERN]
+
+Cold: empty export and build caches (temporary folders), so every case is
+lowered and the runner is built. Warm: the same run again, nothing changed.
+Stage times are summed over cases; export runs in parallel worker processes,
+so its wall time is what is shown. Instructions per MAC divide a case's whole
+execute() count (quantize and dequantize included) by the multiply-accumulates
+of its conv/linear calls; the physical limit is 2 int8 MACs per SMLAD on the M7
+(0.5 instructions per MAC) and 16 per VMLADAVA on the M55 (0.0625).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Instructions per int8 MAC at the core's best multiply-accumulate instruction.
+LIMIT = {"cortex-m7": 1 / 2, "cortex-m4": 1 / 2, "cortex-m33": 1 / 2, "cortex-m55": 1 / 16}
+
+
+def run_once(core, pattern, jobs):
+    from cortexm.testing import app, simulate
+
+    options = app.Options(cores=[core], pattern=pattern, goldens=app.default_goldens(), jobs=jobs)
+    started = time.perf_counter()
+    options.simulators = simulate.simulators([core], "qemu", None, None, progress=lambda _: None)
+    build = time.perf_counter() - started
+    simulator = options.simulators[core.name]
+    if isinstance(simulator, str):
+        sys.exit(f"bench: no runner for {core.name}: {simulator}")
+    results = app.run(options)
+    total = time.perf_counter() - started
+    # The app spreads the export phase's wall time over the cases: the sum gives it back.
+    stages = {"build": build}
+    for stage in ("export", "dialect", "verify", "run"):
+        stages[stage] = sum(r.seconds.get(stage, 0.0) for r in results)
+    return total, stages, results
+
+
+def macs(pte: Path) -> int:
+    """Multiply-accumulates of the program's conv, depthwise, transpose-conv and linear calls."""
+    from cortexm import library, scratch
+    from cortexm.pte import load
+
+    plan, total = load(pte).plan(), 0
+    for _, op, call in plan.kernel_calls():
+        name = op.qualified_name
+        names = library.arguments_for(name, len(call.args), library.installed())
+        if names is None:
+            continue
+        a = scratch.named_args(plan, call, list(names))
+        if name == "cortex_m::quantized_conv2d.out":
+            cout, kh, kw, cin = a["weight"].sizes
+            total += a["out"].numel * kh * kw * cin
+        elif name == "cortex_m::quantized_depthwise_conv2d.out":
+            _, kh, kw, _ = a["weight"].sizes
+            total += a["out"].numel * kh * kw
+        elif name == "cortex_m::quantized_transpose_conv2d.out":
+            cout, kh, kw, cin = a["weight"].sizes
+            total += a["input"].numel * cout * kh * kw
+        elif name == "cortex_m::quantized_linear.out":
+            fout, fin = a["weights"].sizes
+            total += a["out"].numel * fin
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", "-t", action="append", help="core (repeatable; default cortex-m7 and cortex-m55)")
+    parser.add_argument("-k", dest="pattern")
+    parser.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    args = parser.parse_args()
+
+    from cortexm.targets import core as core_named
+    from cortexm.testing import cache
+
+    cores = [core_named(t) for t in (args.target or ["cortex-m7", "cortex-m55"])]
+    print(f"{'core':11} {'run':5} {'wall s':>7} " + " ".join(f"{s:>8}" for s in ("build", "export", "dialect", "verify", "run")))
+    efficiency = []
+    for core in cores:
+        with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as builds:
+            os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
+            for label in ("cold", "warm"):
+                total, stages, results = run_once(core, args.pattern, args.jobs)
+                print(f"{core.name:11} {label:5} {total:7.1f} " + " ".join(f"{stages[s]:8.1f}" for s in ("build", "export", "dialect", "verify", "run")))
+            for r in results:
+                pte = cache.lookup(r.case, core.name, "legacy")
+                if not isinstance(pte, Path) or not r.instructions:
+                    continue
+                n = macs(pte)
+                if n >= 1000:
+                    efficiency.append((core.name, r.case, n, r.instructions, r.instructions / n))
+        os.environ.pop("CORTEXM_EXPORT_CACHE"), os.environ.pop("CORTEXM_BUILD_CACHE")
+    print()
+    print(f"{'core':11} {'case':32} {'MACs':>10} {'instructions':>13} {'instr/MAC':>10} {'limit':>7} {'of limit':>9}")
+    for core_name, case, n, instructions, per_mac in efficiency:
+        limit = LIMIT.get(core_name)
+        share = f"{limit / per_mac:9.1%}" if limit else f"{'-':>9}"
+        print(f"{core_name:11} {case:32} {n:10d} {instructions:13d} {per_mac:10.3f} {limit or 0:7.4f} {share}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The cross-core check catches what the 1-LSB reference comparison lets through, and the
+sweep's sampling and shrinking are deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cortexm import sweep
+from cortexm.testing import app, crosscore
+
+PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "off_by_one_convolve.c"
+
+
+def test_off_by_one_kernel_is_caught_across_cores_not_by_the_reference(runners):
+    """An M7 runner whose CMSIS-NN conv is off by one step still passes the reference
+    comparison (tolerance 1 LSB); the same case on the M55 disagrees with it bit for bit."""
+    from cortexm.firmware import BuildOptions, build_runner
+    from cortexm.targets import core
+    from cortexm.testing.simulate import RunnerSimulator, simulators
+
+    m7, m55 = core("cortex-m7"), core("cortex-m55")
+    perturbed = BuildOptions(extra_sources=(str(PERTURBATION),), link_options=("-Wl,--wrap=arm_convolve_wrapper_s8",))
+    runner = build_runner(m7, options=perturbed)
+    sims = simulators([m55], "qemu", None, None, progress=lambda _: None)
+    sims[m7.name] = RunnerSimulator(m7, "qemu", runner)
+    options = app.Options(cores=[m7, m55], pattern="conv2d_1x1", simulators=sims)
+    results = app.run(options)
+
+    assert {r.core: r.status for r in results} == {"cortex-m7": "PASS", "cortex-m55": "PASS"}
+    m7_result = next(r for r in results if r.core == "cortex-m7")
+    assert m7_result.max_lsb == 1 and m7_result.mismatches == 1  # the error, within tolerance
+    [check] = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
+    assert check.failed
+    assert check.line().startswith("FAIL conv2d_1x1: cores disagree [cortex-m7 | cortex-m55]; first at output 0[")
+
+
+def test_cross_core_groups_and_first_difference():
+    import numpy as np
+
+    a = [np.array([[1, 2], [3, 4]], dtype=np.int8)]
+    b = [np.array([[1, 2], [3, 5]], dtype=np.int8)]
+    result = crosscore.check("x", {"cortex-m3": a, "cortex-m7": a, "cortex-m55": b})
+    assert result.groups == [["cortex-m3", "cortex-m7"], ["cortex-m55"]]
+    assert result.first_difference == "output 0[1, 1]: cortex-m3 4, cortex-m55 5 (1 elements differ)"
+    assert crosscore.check("x", {"cortex-m3": a, "cortex-m55": a}).agree
+    assert not crosscore.check("x", {"cortex-m3": a, "cortex-m55": b}, expected="by design").failed
+
+
+@pytest.mark.parametrize("op", sorted(sweep.SPACES))
+def test_sweep_samples_are_seeded_valid_and_shrink(op):
+    first, again, other = sweep.draw(op, 3, 12), sweep.draw(op, 3, 12), sweep.draw(op, 4, 12)
+    assert first == again and first != other
+    space = sweep.space(op)
+    for params in first:
+        assert space.valid(params)
+        module, inputs = sweep.build_sample(op, params)
+        module(*inputs)  # a real model that runs
+        for candidate in sweep.smaller(op, params):
+            assert space.valid(candidate) and candidate["seed"] == params["seed"] and candidate != params
+
+
+def test_reproducer_file_registers_a_runnable_case(tmp_path, monkeypatch):
+    from cortexm import cases
+
+    # The case registry is process-wide: keep this test's case out of the others' view.
+    cases.all_cases()
+    monkeypatch.setattr(cases, "_REGISTRY", dict(cases._REGISTRY))
+    monkeypatch.setattr(app, "_FILE_CASES", dict(app._FILE_CASES))
+    params = sweep.draw("transpose_conv2d", 5, 1)[0]
+    path = tmp_path / "repro.py"
+    path.write_text(sweep.case_file([("repro_x", "transpose_conv2d", params)], "a header\nline two"))
+    app.load_case_file(path)
+    from cortexm.cases import get
+
+    case = get("repro_x")
+    module, inputs = case.build()
+    assert list(module(*inputs).shape)[:2] == [1, params["cout"]]
+    assert bool(case.known_failures) == (params["pad"][0] % params["stride"][0] != 0)
