@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from cortexm.cli import EXIT_PROBLEMS, cli
+from cortexm.cli import EXIT_PROBLEMS, _targets_option, cli
 from cortexm.errors import CortexmError
 
 _SOURCE_OPTIONS = (
@@ -25,7 +25,7 @@ def _source_options(fn):
     return fn
 
 
-_target = click.option("--target", "-t", required=True, help="Cortex-M core, e.g. cortex-m7.")
+_target = _targets_option(required=True)
 
 
 def _say(message: str) -> None:

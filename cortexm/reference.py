@@ -22,9 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from cortexm.errors import CortexmError
+from cortexm.pte.program import SCALAR_TYPES
 
-_SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
-                 7: "float64", 11: "bool", 15: "bfloat16"}
 
 
 def evaluate(pte: str | Path, inputs: list[np.ndarray], method: str = "forward") -> list[np.ndarray]:
@@ -80,7 +79,7 @@ def _instructions(plan):
 def _value(val, constants, memory, torch):
     kind = type(val).__name__
     if kind == "Tensor":
-        dtype = getattr(torch, _SCALAR_TYPES.get(int(val.scalar_type), ""), None)
+        dtype = getattr(torch, SCALAR_TYPES.get(int(val.scalar_type), ("",))[0], None)
         if dtype is None:
             raise CortexmError(f"tensor of scalar type {val.scalar_type}: not evaluated")
         sizes, order = list(val.sizes), list(val.dim_order) or list(range(len(val.sizes)))
@@ -158,7 +157,7 @@ def _call(name: str, overload: str, given: list, values: list, torch) -> None:
 def _typed(argument, value, torch):
     """Program values as the operator takes them: ScalarType codes as dtypes."""
     if value is not None and "ScalarType" in str(argument.type) and isinstance(value, int):
-        return getattr(torch, _SCALAR_TYPES[value])
+        return getattr(torch, SCALAR_TYPES[value][0])
     return value
 
 

@@ -27,14 +27,8 @@ from cortexm.pte import load
 from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.targets import Core
 from cortexm.targets import core as core_named
-from cortexm.testing.compare import OutputDiff, compare, reference_outputs
+from cortexm.testing.compare import DTYPES, OutputDiff, compare, reference_outputs, to_logical
 
-_NUMPY_DTYPES = {
-    "float32": np.float32, "float64": np.float64, "float16": np.float16,
-    "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
-    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
-    "bool": np.bool_, "qint8": np.int8, "quint8": np.uint8, "qint32": np.int32,
-}
 # Bytes of a non-tensor input or output as the runner reads and writes it.
 _SCALARS = {bool: (1, np.bool_), int: (8, np.int64), float: (8, np.float64)}
 
@@ -198,11 +192,8 @@ def from_raw(data: bytes, value, what: str = "output") -> np.ndarray:
         if dtype is None or len(data) != size:
             raise CortexmError(f"{what}: {len(data)} B for a {type(value).__name__} value")
         return np.frombuffer(data, dtype).reshape(())
-    dtype = _NUMPY_DTYPES.get(value.dtype)
-    if dtype is None:
+    if value.dtype not in DTYPES:
         raise CortexmError(f"{what}: {value.dtype} has no numpy type")
     if len(data) != value.nbytes:
         raise CortexmError(f"{what}: {len(data)} B, expected {value.describe()} = {value.nbytes} B")
-    order = list(value.dim_order) or list(range(len(value.sizes)))
-    physical = np.frombuffer(data, dtype).reshape([value.sizes[d] for d in order])
-    return physical.transpose(np.argsort(order))
+    return to_logical(data, value.dtype, list(value.sizes), list(value.dim_order))

@@ -13,6 +13,7 @@ the same way, and written as a ready-to-run case file:
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -378,11 +379,11 @@ def shrink(op: str, params: Params, failure: str, cores, simulators: dict, out_d
     """The smallest parameters (greedily, one at a time) that still fail the same way."""
     from cortexm.testing import app
 
-    kind, current, step = _kind(failure), params, 0
+    kind, current = _kind(failure), params
     while True:
         for candidate in smaller(op, current):
-            step += 1
-            name = f"shrink_{op}_{abs(hash(repr(candidate))) % 10**10}"
+            # Named by content (not hash(), which varies per process) so a rerun hits the export cache.
+            name = f"shrink_{op}_{zlib.crc32(repr(sorted(candidate.items())).encode()):08x}"
             path = out_dir / ".shrink" / f"{name}.py"
             path.parent.mkdir(exist_ok=True)
             path.write_text(case_file([(name, op, candidate)], "shrinking candidate"))

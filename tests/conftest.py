@@ -12,22 +12,32 @@ REPO = Path(__file__).resolve().parent.parent
 GOLDENS = REPO / "tests" / "goldens"
 
 
-@pytest.fixture(scope="session")
-def exported(tmp_path_factory):
-    """exported(case, core, layout="legacy") -> path of the .pte bundle, exported once per session."""
-    from cortexm import export, modelsource, targets
+@pytest.fixture(scope="session", autouse=True)
+def export_cache(tmp_path_factory):
+    """One export cache for the session: a case lowered once serves every test (and the
+    commands tests run), without touching the user's cache."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("CORTEXM_EXPORT_CACHE", str(tmp_path_factory.mktemp("exports")))
+    yield
+    patch.undo()
 
-    root = tmp_path_factory.mktemp("exports")
-    done: dict[tuple[str, str, str], Path] = {}
+
+@pytest.fixture(scope="session")
+def exported():
+    """exported(case, core, layout="legacy") -> path of the .pte bundle, through the test app's
+    export cache; a failed export raises its CortexmError."""
+    from cortexm import export, modelsource, targets
+    from cortexm.errors import CortexmError
+    from cortexm.testing import cache
 
     def get(case: str, core: str, layout: str = "legacy") -> Path:
-        key = (case, core, layout)
-        if key not in done:
-            result = export.export(modelsource.load(case), targets.core(core), layout)
-            path = root / layout / core / f"{case}.pte"
-            export.write(result, path)
-            done[key] = path
-        return done[key]
+        hit = cache.lookup(case, core, layout)
+        if isinstance(hit, str):
+            raise CortexmError(hit)
+        if hit is not None:
+            return hit
+        return cache.store(case, core, layout, None,
+                           lambda path: export.write(export.export(modelsource.load(case), targets.core(core), layout), path))
 
     return get
 

@@ -54,9 +54,9 @@ def test_reports_and_cache(cache, tmp_path):
 def test_suite_on_qemu_with_report(runners, tmp_path):
     """The test app on the simulators: instruction counts, LSB differences, cross-core, JUnit."""
     junit = tmp_path / "junit.xml"
-    env = dict(os.environ, CORTEXM_EXPORT_CACHE=str(tmp_path / "exports"))
+    # The session's export cache (conftest) and build cache (the runners fixture) are inherited.
     result = subprocess.run([sys.executable, "-m", "cortexm", "test", "-k", "pool", "--junit", str(junit)],
-                            capture_output=True, text=True, env=env, timeout=1800)
+                            capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stdout + result.stderr
     for core in ("cortex-m7", "cortex-m55"):
         assert re.search(rf"^{core} \(qemu mps[23]-an5\d\d\)$", result.stdout, re.M)

@@ -82,6 +82,11 @@ class Runner:
     seconds: float  # how long the build took (when it was made)
     options: BuildOptions = field(default_factory=BuildOptions)
 
+    def identities(self) -> dict[str, str | None]:
+        """The trees it was built from, as cortexm.defects names them ("git:<rev>" or "nar:<hash>")."""
+        inputs = json.loads((self.build_dir / "build.json").read_text())["inputs"]
+        return {"cmsis-nn": inputs.get("cmsis-nn"), "executorch-runtime": inputs.get("executorch")}
+
 
 BUILD_CACHE_ENV = "CORTEXM_BUILD_CACHE"
 # Folders (os.pathsep-separated) of runners built elsewhere, e.g. by Nix: one whose core,

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
-DTYPES = {"float32": np.float32, "float64": np.float64, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
-          "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+# numpy types of the program's tensor dtypes (cortexm.pte.program.SCALAR_TYPES names).
+DTYPES = {
+    "float32": np.float32, "float64": np.float64, "float16": np.float16,
+    "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
+    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+    "bool": np.bool_, "qint8": np.int8, "quint8": np.uint8, "qint32": np.int32,
+}
 
 
 @dataclass
@@ -21,14 +26,19 @@ class OutputDiff:
     worst: list[tuple[tuple[int, ...], float, float, float]] = field(default_factory=list)
 
 
-def logical(raw: bytes, entry: dict) -> np.ndarray:
-    """Bytes in the program's dim order -> an array in logical (e.g. NCHW) order."""
-    dtype = DTYPES.get(entry["dtype"])
-    if dtype is None:
-        raise ValueError(f"cannot compare outputs of dtype {entry['dtype']}")
-    shape, order = entry["shape"], entry["dim_order"] or list(range(len(entry["shape"])))
-    stored = np.frombuffer(raw, dtype=dtype).reshape([shape[d] for d in order])
+def to_logical(raw: bytes, dtype: str, shape: list[int], dim_order: list[int]) -> np.ndarray:
+    """Bytes laid out in `dim_order` -> an array of the logical (e.g. NCHW) shape."""
+    numpy_type = DTYPES.get(dtype)
+    if numpy_type is None:
+        raise ValueError(f"{dtype} has no numpy type")
+    order = list(dim_order) or list(range(len(shape)))
+    stored = np.frombuffer(raw, dtype=numpy_type).reshape([shape[d] for d in order])
     return stored.transpose(np.argsort(order))
+
+
+def logical(raw: bytes, entry: dict) -> np.ndarray:
+    """A sidecar input/output's bytes (the program's dim order) in logical order."""
+    return to_logical(raw, entry["dtype"], entry["shape"], entry["dim_order"])
 
 
 def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, worst: int = 5) -> OutputDiff:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -19,9 +18,7 @@ class RunnerSimulator:
         self.core, self.sim_name, self.runner, self.fvp = core, sim_name, runner, fvp
         self.sources = dict(executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src)
         self.name = f"{sim_name} {runner.board}"
-        # Which ExecuTorch and CMSIS-NN the runner was built from, e.g. {"cmsis-nn": "git:dbf45dbf..."}.
-        record = json.loads((runner.build_dir / "build.json").read_text())["inputs"]
-        self.identities = {"cmsis-nn": record.get("cmsis-nn"), "executorch-runtime": record.get("executorch")}
+        self.identities = runner.identities()  # which trees a known defect is checked against
 
     def run(self, pte: Path, core: Core) -> SimOutcome:
         from cortexm.firmware import model_ops
