@@ -2,7 +2,8 @@
   description = "cortexm: a reproducible toolchain and tester for the ExecuTorch Cortex-M (CMSIS-NN) backend";
 
   # Every pin is in pins.toml; flake inputs must be literals, so these repeat its revs and
-  # the `pins` check fails when flake.lock and pins.toml disagree. To test a local ExecuTorch:
+  # the `pins` check fails when flake.lock and pins.toml disagree (an override is reported, not
+  # failed). To test a local ExecuTorch:
   #   nix run .#test-m7 --override-input executorch path:/my/executorch
   # (git+file:///my/executorch takes only its tracked files, without the submodules.)
   inputs = {

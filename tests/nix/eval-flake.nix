@@ -4,9 +4,20 @@
 {
   root,
   executorch-tree,
+  nixpkgs,
+  overridden ? [ ],
 }:
 let
-  outputs = import ./flake-outputs.nix { inherit root executorch-tree; };
+  outputs = import ./flake-outputs.nix {
+    inherit
+      root
+      executorch-tree
+      nixpkgs
+      overridden
+      ;
+  };
+  lib = import (nixpkgs + "/lib");
+  nameOf = drv: drv.pname or (builtins.parseDrvName drv.name).name;
 
   names = builtins.mapAttrs (_: builtins.attrNames);
   # Python packages and everything they depend on, each once.
@@ -43,7 +54,11 @@ in
   checks = names outputs.checks;
   formatter = builtins.mapAttrs (_: f: f.name) outputs.formatter;
   # What the `pins` check finds wrong, per system ("" when pins.toml and flake.lock agree).
-  pinsProblems = builtins.mapAttrs (_: checks: checks.pins.problems) outputs.checks;
+  pinsProblems = builtins.mapAttrs (_: checks: checks.pins.env.problems) outputs.checks;
+  # What it reports without failing (overridden inputs), likewise.
+  pinsNotes = builtins.mapAttrs (_: checks: checks.pins.env.notes) outputs.checks;
+  # Which lib the evaluation used: nixpkgs' reports its release.
+  libVersion = lib.version or "stand-in";
 
   # What each system's derivations are made of, forcing every one of them.
   systems = builtins.mapAttrs (
@@ -62,13 +77,18 @@ in
       wheels = map (d: {
         inherit (d) pname version;
         src = d.src.name or null;
+        # What autoPatchelfHook is given to resolve the wheel's libraries with.
+        buildInputs = map nameOf (d.buildInputs or [ ]);
+        dependencies = map nameOf (d.dependencies or [ ]);
       }) (pythonClosure cortexmPython.dependencies);
       removedDeps = cortexmPython.pythonRemoveDeps;
+      cortexmDependencies = map nameOf cortexmPython.dependencies;
+      cortexmTestDependencies = map nameOf cortexmPython.optional-dependencies.test;
       kernelsEnv = kernels.env;
       kernelsOutputs = kernels.outputs;
       kernelsPython = map (d: d.name) (builtins.elemAt kernels.nativeBuildInputs 2).extraLibs;
       runnerM7 = packages.runner-m7.outPath;
-      qemuM7Runners = outputs.checks.${system}.qemu-m7.CORTEXM_RUNNERS;
+      qemuM7Runners = outputs.checks.${system}.qemu-m7.env.CORTEXM_RUNNERS;
       devShellEnv = outputs.devShells.${system}.default.env;
     }
   ) outputs.packages;

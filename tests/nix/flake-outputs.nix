@@ -1,10 +1,14 @@
-# The outputs of a checkout's flake.nix, called as Nix calls it, with nixpkgs-stand-in.nix as
-# nixpkgs. Inputs are what flake.lock locks; an input flake.lock does not hold yet (Nix locks
-# it on first use) has its flake.nix rev and no narHash. `executorch-tree` is a folder
+# The outputs of a checkout's flake.nix, called as Nix calls it, with `nixpkgs` (a folder whose
+# default.nix is nixpkgs-stand-in.nix over a lib, and lib/ that lib) as nixpkgs. Inputs are
+# what flake.lock locks; an input flake.lock does not hold yet (Nix locks it on first use) has
+# its flake.nix rev and no narHash; an input named in `overridden` is what
+# `--override-input NAME path:...` gives: a tree without rev. `executorch-tree` is a folder
 # standing in for the ExecuTorch tree (it needs backends/cortex_m/CMakeLists.txt).
 {
   root,
   executorch-tree,
+  nixpkgs,
+  overridden ? [ ],
 }:
 let
   flake = import (root + "/flake.nix");
@@ -14,7 +18,12 @@ let
 
   input =
     name: outPath:
-    if rootInputs ? ${name} then
+    if builtins.elem name overridden then
+      {
+        inherit outPath;
+        narHash = "sha256-${builtins.hashString "sha256" name}";
+      }
+    else if rootInputs ? ${name} then
       let
         locked = lock.nodes.${rootInputs.${name}}.locked;
       in
@@ -32,8 +41,8 @@ let
     self = outputs // {
       outPath = toString root;
     };
-    nixpkgs = input "nixpkgs" ./nixpkgs-stand-in.nix // {
-      lib = import ./lib-stand-in.nix;
+    nixpkgs = input "nixpkgs" nixpkgs // {
+      lib = import (nixpkgs + "/lib");
     };
     executorch = input "executorch" executorch-tree;
     cmsis-nn = input "cmsis-nn" "/nix/store/00000000000000000000000000000000-cmsis-nn-source";

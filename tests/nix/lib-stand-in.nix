@@ -30,6 +30,12 @@ let
       );
     mapAttrsToList = f: attrs: map (n: f n attrs.${n}) (builtins.attrNames attrs);
     concatMapAttrs = f: attrs: foldl' (acc: n: acc // f n attrs.${n}) { } (builtins.attrNames attrs);
+    concatMap = f: list: concatLists (map f list);
+    toUpper = replaceStrings (lowerChars) (upperChars);
+    lowerChars = stringToCharacters "abcdefghijklmnopqrstuvwxyz";
+    upperChars = stringToCharacters "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    stringToCharacters = s: builtins.genList (p: builtins.substring p 1 s) (builtins.stringLength s);
+    warnIf = cond: msg: value: if cond then builtins.trace "warning: ${msg}" value else value;
     optional = cond: x: if cond then [ x ] else [ ];
     optionals = cond: xs: if cond then xs else [ ];
     optionalAttrs = cond: attrs: if cond then attrs else { };
@@ -74,6 +80,7 @@ let
     ];
     splitString = sep: s: filter builtins.isString (builtins.split (escapeRegex sep) s);
     importTOML = path: builtins.fromTOML (builtins.readFile path);
+    importJSON = path: builtins.fromJSON (builtins.readFile path);
 
     getName =
       x: if builtins.isString x then (builtins.parseDrvName x).name else x.pname or (builtins.parseDrvName x.name).name;

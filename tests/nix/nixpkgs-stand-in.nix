@@ -3,14 +3,17 @@
 # takes, and returning derivations that are never built.
 # Where nixpkgs would reject a call (a missing argument, an invalid store name, a non-string
 # `env` value, `getExe` of a package without `mainProgram`), this does too, so such mistakes
-# fail the tests. It knows nothing of what the flake should produce.
+# fail the tests. It also rejects arguments nixpkgs' function does not know: nixpkgs would pass
+# a misspelt `nativeBuildInput` on as an environment variable and build without it.
+# It knows nothing of what the flake should produce.
+# `lib` is nixpkgs' own (a nixpkgs.lib checkout) or tests/nix/lib-stand-in.nix: the caller says.
+{ lib }:
 {
   system,
   config ? { },
   overlays ? [ ],
 }:
 let
-  lib = import ./lib-stand-in.nix;
   inherit (lib) fix makeOverridable;
 
   isLinux = lib.hasSuffix "-linux" system;
@@ -45,10 +48,125 @@ let
     "outputs"
     "env"
   ];
+  # The arguments of nixpkgs' functions, and the variables of the setup hooks the flake uses.
+  phases = [
+    "unpack"
+    "patch"
+    "configure"
+    "build"
+    "check"
+    "install"
+    "fixup"
+    "installCheck"
+    "dist"
+  ];
+  capitalise = s: lib.toUpper (builtins.substring 0 1 s) + builtins.substring 1 (builtins.stringLength s) s;
+  mkDerivationArgs = [
+    "name"
+    "pname"
+    "version"
+    "src"
+    "srcs"
+    "sourceRoot"
+    "patches"
+    "outputs"
+    "nativeBuildInputs"
+    "buildInputs"
+    "propagatedBuildInputs"
+    "propagatedNativeBuildInputs"
+    "nativeCheckInputs"
+    "checkInputs"
+    "nativeInstallCheckInputs"
+    "installCheckInputs"
+    "depsBuildBuild"
+    "depsHostHost"
+    "depsTargetTarget"
+    "env"
+    "meta"
+    "passthru"
+    "strictDeps"
+    "__structuredAttrs"
+    "phases"
+    "buildCommand"
+    "shellHook"
+    "configureFlags"
+    "cmakeFlags"
+    "makeFlags"
+    "buildFlags"
+    "installFlags"
+    "checkFlags"
+    "doCheck"
+    "doInstallCheck"
+    "dontStrip"
+    "dontPatchELF"
+    "dontPatchShebangs"
+    "enableParallelBuilding"
+    "separateDebugInfo"
+    "hardeningDisable"
+    "allowedReferences"
+    "disallowedReferences"
+    "preferLocalBuild"
+    "allowSubstitutes"
+    "outputHash"
+    "outputHashAlgo"
+    "outputHashMode"
+    "passAsFile"
+    "requiredSystemFeatures"
+    # setup hooks: cmake, autoPatchelfHook
+    "dontUseCmakeConfigure"
+    "autoPatchelfIgnoreMissingDeps"
+    "runtimeDependencies"
+    "appendRunpaths"
+    "dontAutoPatchelf"
+  ]
+  ++ lib.concatMap (phase: [
+    "${phase}Phase"
+    "pre${capitalise phase}"
+    "post${capitalise phase}"
+    "dont${capitalise phase}"
+  ]) phases;
+  buildPythonPackageArgs = mkDerivationArgs ++ [
+    "format"
+    "pyproject"
+    "build-system"
+    "dependencies"
+    "optional-dependencies"
+    "pythonImportsCheck"
+    "pythonRemoveDeps"
+    "pythonRelaxDeps"
+    "pythonNamespaces"
+    "makeWrapperArgs"
+    "dontWrapPythonPrograms"
+    "permitUserSite"
+    "disabled"
+    "disabledTests"
+    "disabledTestPaths"
+    "pytestFlags"
+    "dontCheckRuntimeDeps"
+    "pypaBuildFlags"
+  ];
+  # `args` when each of its names is one `fname` knows, else the error nixpkgs does not give.
+  known =
+    fname: names: args:
+    let
+      unknown = lib.filter (n: !(builtins.elem n names)) (builtins.attrNames args);
+    in
+    if unknown != [ ] then
+      throw "${fname}: unknown argument `${lib.head unknown}` (nixpkgs' ${fname} does not take it)"
+    else
+      args;
+
   mkDerivation =
     argsOrFn:
+    derivationOf (
+      known "stdenv.mkDerivation" mkDerivationArgs (
+        if builtins.isFunction argsOrFn then fix argsOrFn else argsOrFn
+      )
+    );
+  # The derivation of nixpkgs-made arguments, e.g. buildEnv's (not checked: nixpkgs makes them).
+  derivationOf =
+    args:
     let
-      args = if builtins.isFunction argsOrFn then fix argsOrFn else argsOrFn;
       name = checkStoreName (args.name or "${args.pname}-${args.version}");
       outputs = args.outputs or [ "out" ];
       env = args.env or { };
@@ -83,11 +201,12 @@ let
         // real
         // {
           meta = args.meta or { };
+          # What an override adds must be something nixpkgs' mkDerivation takes.
           overrideAttrs =
             f:
-            mkDerivation (
+            derivationOf (
               args
-              // (
+              // known "overrideAttrs" mkDerivationArgs (
                 let
                   r = f args;
                 in
@@ -117,16 +236,29 @@ let
       missing = lib.filter (n: !wanted.${n} && !(given ? ${n})) (builtins.attrNames wanted);
     in
     if missing != [ ] then
-      throw "callPackage: ${toString fn} needs ${lib.head missing}, which nothing provides"
+      throw "callPackage: ${
+        if builtins.isFunction fn then "a function" else toString fn
+      } needs ${lib.head missing}, which nothing provides"
     else
       makeOverridable f given;
 
+  # Formals without `...`: Nix itself rejects an argument nixpkgs' fetchurl does not take.
   fetchurl =
     {
       url,
       name ? baseNameOf url,
       sha256 ? null,
       hash ? null,
+      sha512 ? null,
+      urls ? [ ],
+      executable ? false,
+      postFetch ? "",
+      curlOpts ? "",
+      curlOptsList ? [ ],
+      downloadToTemp ? false,
+      recursiveHash ? false,
+      meta ? { },
+      passthru ? { },
     }:
     assert sha256 != null || hash != null;
     fixedOutput name "flat" (if hash != null then hash else "sha256:${sha256}");
@@ -152,8 +284,12 @@ let
           {
             extraLibs ? [ ],
             makeWrapperArgs ? [ ],
+            extraOutputsToInstall ? [ ],
+            postBuild ? "",
+            ignoreCollisions ? false,
+            permitUserSite ? false,
           }:
-          mkDerivation {
+          derivationOf {
             name = "python3-3.11-env";
             inherit extraLibs makeWrapperArgs;
             meta.mainProgram = "python3";
@@ -161,12 +297,28 @@ let
         ) { };
       };
       buildPythonPackage =
-        args:
+        givenArgs:
+        let
+          args = known "buildPythonPackage" buildPythonPackageArgs givenArgs;
+        in
         assert lib.assertMsg (
           (args ? format) != (args ? pyproject)
         ) "buildPythonPackage ${args.pname}: set one of format and pyproject";
         assert lib.all (d: d == null || d.type or null == "derivation") (args.dependencies or [ ]);
-        mkDerivation (args // { name = "python3.11-${args.pname}-${args.version}"; });
+        mkDerivation (
+          removeAttrs args (lib.filter (n: !(builtins.elem n mkDerivationArgs)) buildPythonPackageArgs)
+          // {
+            name = "python3.11-${args.pname}-${args.version}";
+            passthru = args.passthru or { } // {
+              # What nixpkgs' buildPythonPackage keeps readable on the package.
+              inherit (args) pname version;
+              dependencies = args.dependencies or [ ];
+              optional-dependencies = args.optional-dependencies or { };
+              pythonRemoveDeps = args.pythonRemoveDeps or [ ];
+              makeWrapperArgs = args.makeWrapperArgs or [ ];
+            };
+          }
+        );
       leaf = pname: package pname "1" { };
       base = ps: {
         python = interpreter;
@@ -181,6 +333,7 @@ let
         "fsspec"
         "hypothesis"
         "jinja2"
+        "junitparser"
         "jsonschema"
         "ml-dtypes"
         "mpmath"
@@ -230,6 +383,12 @@ let
             rev ? null,
             tag ? null,
             hash,
+            name ? "source",
+            fetchSubmodules ? false,
+            leaveDotGit ? false,
+            postFetch ? "",
+            meta ? { },
+            passthru ? { },
           }:
           assert rev != null || tag != null;
           fixedOutput "source" "recursive" hash;
@@ -239,6 +398,9 @@ let
             message,
             sha256 ? null,
             hash ? null,
+            sha1 ? null,
+            url ? null,
+            hashMode ? "flat",
           }:
           assert sha256 != null || hash != null;
           fixedOutput name "flat" (if hash != null then hash else "sha256:${sha256}");
@@ -249,8 +411,16 @@ let
             text,
             runtimeInputs ? [ ],
             runtimeEnv ? null,
+            meta ? { },
+            passthru ? { },
+            checkPhase ? null,
+            excludeShellChecks ? [ ],
+            extraShellCheckFlags ? [ ],
+            bashOptions ? [ ],
+            inheritPath ? true,
+            derivationArgs ? { },
           }:
-          mkDerivation {
+          derivationOf {
             inherit name text runtimeInputs;
             runtimeEnv = lib.mapAttrs (
               n: v: if builtins.isString v then v else throw "runtimeEnv.${n} is not a string"
@@ -259,14 +429,26 @@ let
           };
         mkShell =
           {
+            name ? "nix-shell",
             packages ? [ ],
+            inputsFrom ? [ ],
             ...
           }@args:
-          mkDerivation (args // { name = "nix-shell"; });
+          mkDerivation (
+            removeAttrs args [
+              "packages"
+              "inputsFrom"
+            ]
+            // {
+              inherit name;
+              nativeBuildInputs = args.nativeBuildInputs or [ ] ++ packages;
+            }
+          );
         autoPatchelfHook = package "auto-patchelf-hook" "1" { };
         cmake = package "cmake" "3.31" { };
         ninja = package "ninja" "1.12" { };
         qemu = package "qemu" "10.0" { meta.mainProgram = "qemu-kvm"; };
+        zlib = package "zlib" "1.3.1" { };
         nixfmt-tree = package "nixfmt-tree" "1" { meta.mainProgram = "treefmt"; };
         flatbuffers = package "flatbuffers" versions.flatbuffers { meta.mainProgram = "flatc"; };
         gcc-arm-embedded-15 = package "gcc-arm-embedded" versions.gcc-arm-embedded-15 { };
