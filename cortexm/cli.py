@@ -16,6 +16,7 @@ import click
 
 from cortexm import __version__
 from cortexm.errors import CortexmError
+from cortexm.progress import Progress
 
 EXIT_PROBLEMS = 1
 EXIT_BAD_INPUT = 2
@@ -49,6 +50,42 @@ def main(argv: list[str] | None = None) -> None:
 def _targets_option(multiple: bool = False, required: bool = False, help_text: str = "Cortex-M core, e.g. cortex-m7."):
     return click.option("--target", "-t", "targets" if multiple else "target", multiple=multiple,
                         required=required, help=help_text)
+
+
+LOWERING_TREE_HELP = ("ExecuTorch tree whose backends/cortex_m Python lowers (on the installed wheel); "
+                      "else $CORTEXM_EXECUTORCH_SRC, else the default location, else the wheel's own.")
+
+
+def _lowering_option(fn):
+    return click.option("--lowering", type=click.Choice(["tree", "installed"]), default="tree", show_default=True,
+                        help="tree: the backends/cortex_m Python of the ExecuTorch tree in use (the runner's), "
+                             "the installed wheel's when there is none; installed: the wheel's, whatever tree is "
+                             "around (the pinned lowering the goldens record).")(fn)
+
+
+def _choose_lowering(executorch_src: str | None, lowering: str = "tree", cmsis_nn_src: str | None = None,
+                     progress=None) -> None:
+    """Lower with the trees the runner is built from, or the installed wheel's own Python."""
+    from cortexm import backend_source
+
+    if lowering == "installed":
+        backend_source.activate(None)
+        return
+    note = backend_source.choose(executorch_src, cmsis_nn_src, progress)
+    if note:
+        click.echo(f"warning: {note}", err=True)
+
+
+def _fetch_missing_trees(executorch_src: str | None, cmsis_nn_src: str | None, offline: bool, progress) -> None:
+    """The main job needs the pinned source trees: fetch what is missing, or say in one line
+    why it cannot be had (the run goes on and reports what it could not simulate)."""
+    from cortexm import pins, sources, trees
+
+    data = pins.load()
+    for kind, explicit in ((sources.EXECUTORCH, executorch_src), (sources.CMSIS_NN, cmsis_nn_src)):
+        _path, note = trees.ensure(kind, data, explicit, offline, progress)
+        if note:
+            click.echo(("" if note.startswith("fetched") else "warning: ") + note, err=True)
 
 
 def _core(name: str):
@@ -132,7 +169,10 @@ def targets(as_json: bool) -> None:
 @click.option("--layout", type=click.Choice(["legacy", "explicit"]), default="legacy", show_default=True,
               help="explicit: ExecuTorch's experimental explicit-NHWC lowering (*_nhwc operators).")
 @click.option("--list", "list_cases", is_flag=True, help="Print the built-in case names, one per line.")
-def export(model: str | None, target: str | None, output: str | None, layout: str, list_cases: bool) -> None:
+@click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)
+@_lowering_option
+def export(model: str | None, target: str | None, output: str | None, layout: str, list_cases: bool,
+           executorch_src: str | None, lowering: str) -> None:
     """Lower MODEL (a built-in case or FILE.py:FACTORY) for one core.
 
     Writes the .pte and beside it NAME.json (sidecar), NAME.dialect.txt, the
@@ -155,6 +195,7 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     out = Path(output) if output else None
     if out is not None and out.suffix != ".pte":
         raise CortexmError(f"{out}: the output must be a .pte path")
+    _choose_lowering(executorch_src, lowering)
     bundle = modelsource.load(model)
     result = exporter.export(bundle, core, layout)
     out = out or Path(f"{bundle.name}-{core.short}.pte")
@@ -209,10 +250,13 @@ def verify(ptes: tuple[str, ...], library_path: str, target: str | None) -> int:
 @cli.command()
 @click.argument("models", nargs=-1)
 @_targets_option(multiple=True, help_text="Core(s) to lower for (repeatable).")
-@click.option("--all", "all_cases", is_flag=True, help="Every built-in case.")
+@click.option("--all", "all_cases", is_flag=True, help="Every case `cortexm test` runs by default (built-in and the default grid).")
 @click.option("--goldens", type=click.Path(file_okay=False), help="Compare with DIR/<core>/<case>.txt.")
 @click.option("--update-goldens", is_flag=True, help="Write the goldens instead of comparing.")
-def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, goldens: str | None, update_goldens: bool) -> int:
+@click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)
+@_lowering_option
+def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, goldens: str | None, update_goldens: bool,
+            executorch_src: str | None, lowering: str) -> int:
     """Print the lowered graph of MODEL(s) in canonical text, or compare it with golden files."""
     from cortexm import dialect as dia
     from cortexm import modelsource
@@ -222,10 +266,11 @@ def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, 
         raise click.UsageError("missing --target (repeatable)")
     if update_goldens and not goldens:
         raise click.UsageError("--update-goldens needs --goldens DIR")
-    names = [c.name for c in every_case()] if all_cases else list(models)
+    names = [c.name for c in every_case(grid="default")] if all_cases else list(models)
     if not names:
         raise click.UsageError("give MODEL(s) or --all")
     cores = [_core(t) for t in targets]
+    _choose_lowering(executorch_src, lowering)
     problems = 0
     for name in names:
         for core in cores:
@@ -268,17 +313,21 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @click.option("--pte", "ptes", multiple=True, type=click.Path(dir_okay=False),
               help="A program exported elsewhere, with its sidecar (repeatable); checked and run on each core as it is.")
 @click.option("--sim", type=click.Choice(["qemu", "fvp", "none"]), default="qemu", show_default=True)
+@click.option("--grid", type=click.Choice(["none", "default", "full"]), default="default", show_default=True,
+              help="Grid cases: none; default (every parameter class of each operator once); full (every pair of classes).")
 @click.option("--goldens", type=click.Path(file_okay=False), help="Dialect goldens folder (default: the checkout's tests/goldens).")
 @click.option("--library", "library_path", help="Kernel library to verify against (default: the runner's own registration).")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report here.")
 @click.option("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), show_default=True, help="Parallel exports.")
-@click.option("--executorch-src", help="ExecuTorch tree for the runner build.")
+@click.option("--executorch-src", help="ExecuTorch tree: the runner is built from it and its backends/cortex_m Python lowers.")
 @click.option("--cmsis-nn-src", help="CMSIS-NN tree for the runner build.")
-def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, goldens, library_path, junit, json_path, jobs,
-             executorch_src, cmsis_nn_src) -> int:
+@click.option("--offline", is_flag=True, help="Do not download the pinned trees when none is found.")
+@_lowering_option
+def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
+             executorch_src, cmsis_nn_src, offline, lowering) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
-    from cortexm import library
+    from cortexm import backend_source, library
     from cortexm.testing import app, simulate
     from cortexm.testing.summary import print_summary
 
@@ -286,25 +335,31 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, goldens, librar
     if all_cores:
         names += [c for c in EXTRA_CORES if c not in names]
     cores = [_core(n) for n in names]
-    options = app.Options(
-        cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
-        goldens=Path(goldens) if goldens else app.default_goldens(),
-        library=library.load(library_path) if library_path else None,
-        jobs=max(1, jobs),
-    )
     started = time.perf_counter()
-    with _Progress() as progress:
+    with Progress() as progress:
+        if sim != "none":
+            _fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
+        _choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
+        options = app.Options(
+            cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
+            goldens=Path(goldens) if goldens else app.default_goldens(),
+            library=library.load(library_path) if library_path else None,
+            jobs=max(1, jobs), grid=grid,
+        )
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress)
         results = app.run(options, progress=progress)
     checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started
     print_summary(results, checks, options, elapsed)
-    meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__}
+    meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
+            "lowering": backend_source.describe()}
     if junit:
         Path(junit).write_text(app.to_junit(results, checks))
     if json_path:
         Path(json_path).write_text(app.to_json(results, checks, meta))
-    return EXIT_PROBLEMS if any(r.failed for r in results) or any(c.failed for c in checks) else 0
+    # A simulation that was asked for and did not happen fails the run (--sim none asks for none).
+    unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
+    return EXIT_PROBLEMS if any(r.failed for r in results) or any(c.failed for c in checks) or unsimulated else 0
 
 
 @cli.command()
@@ -333,7 +388,8 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     if count < 1:
         raise click.UsageError("--count must be at least 1")
     cores = [_core(t) for t in (targets or DEFAULT_TEST_CORES)]
-    with _Progress() as progress:
+    _choose_lowering(executorch_src, cmsis_nn_src=cmsis_nn_src)
+    with Progress() as progress:
         simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress)
         missing = {name: why for name, why in simulators.items() if isinstance(why, str)}
         if missing:
@@ -350,33 +406,6 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
             click.echo(f"     shrunk to {f.shrunk}")
             click.echo(f"     reproducer: {f.repro}")
     return EXIT_PROBLEMS if report.findings else 0
-
-
-class _Progress:
-    """Live progress: one updating status line on a terminal, one line per event in logs."""
-
-    def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
-        self.status = None
-
-    def __enter__(self):
-        if self.live:
-            from rich.console import Console
-
-            self.status = Console(stderr=True).status("starting")
-            self.status.__enter__()
-        return self
-
-    def __call__(self, message: str) -> None:
-        if self.status is not None:
-            self.status.update(message)
-        else:
-            click.echo(f"  {message}", err=True)
-
-    def __exit__(self, *exc):
-        if self.status is not None:
-            self.status.__exit__(*exc)
-        return False
 
 
 # The firmware subcommands (sources, build, run, size) register themselves on `cli`.

@@ -54,11 +54,13 @@ def sources(executorch_src: str | None, cmsis_nn_src: str | None, fetch: bool, c
     data = pins.load()
     given = {src.EXECUTORCH: executorch_src, src.CMSIS_NN: cmsis_nn_src}
     if fetch:
-        for kind, explicit in given.items():
-            if src.locate(kind, explicit).path is None:
-                _say(f"fetching {kind.name} {data[kind.name]['rev'][:12]} into {src.default_path(kind)} ...")
-                path, verified = trees.fetch(kind, data)
-                _say(f"fetched {kind.name} into {path}: {verified}")
+        from cortexm.progress import Progress
+
+        with Progress() as progress:
+            for kind, explicit in given.items():
+                if src.locate(kind, explicit).path is None:
+                    path, verified = trees.fetch(kind, data, progress)
+                    _say(f"fetched {kind.name} into {path}: {verified}")
     found = [trees.status(kind, data, explicit, content) for kind, explicit in given.items()]
     if as_json:
         click.echo(json.dumps([s.as_dict() for s in found], indent=2))
@@ -69,6 +71,9 @@ def sources(executorch_src: str | None, cmsis_nn_src: str | None, fetch: bool, c
         if et.path is not None:
             check = pins.check_cmsis_nn_pin_in_tree(data, et.path)
             click.echo(f"{'':12}{check.what}: {check.detail}")
+        from cortexm import backend_source
+
+        click.echo(f"{'lowering':12}{backend_source.describe(et.path)}")
     return 0 if all(s.matches for s in found) else EXIT_PROBLEMS
 
 

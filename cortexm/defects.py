@@ -1,82 +1,181 @@
-"""Known upstream defects, each tied to the revisions that have it.
+"""Known upstream defects: where each lives, how to recognise the code that has it, and
+how its failure looks.
 
-A case that hits one is an expected failure only while the component it lives in
-is at a revision known to have it: bump the pin past the fix and the case is
-expected to pass again, so the suite turns green exactly then (and red if a bump
-does not fix it). A revision is given as a git commit or as a tree's NAR hash,
-matching how cortexm identifies trees (cortexm.firmware.identity).
+A case that hits one is an expected failure (XFAIL) only while two things hold:
+the code that has the defect is what runs (the files it lives in still have a
+content hash known to carry it, whatever tree, archive or commit they come
+from), and the case fails the way the defect fails (the stage and a pattern of
+the failure line: its signature). A case that fails any other way is a plain
+FAIL, "fails differently from <defect>"; a case that passes while the defect
+applies is XPASS and fails the run, so a fix, upstream or local, turns the
+suite green exactly when it lands and a record never outlives its defect.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+# Stages a failure is reported at (cortexm.testing.app.CaseResult.failures).
+STAGES = ("export", "verify", "dialect", "run", "memory", "compare", "upstream-reference", "cross-core")
+# Where a component's files are found: component -> (path relative to its tree -> file, or None if unknown).
+Locator = Callable[[str], "Path | None"]
 
 
 @dataclass(frozen=True)
 class KnownDefect:
-    reason: str  # what fails, and the upstream fix when there is one
-    # "cmsis-nn" (the kernels tree), "executorch" (the installed lowering) or
-    # "executorch-runtime" (the runtime tree); None: applies whatever the revisions.
+    name: str  # short, for one-line messages: "CMSIS-NN #230"
+    reason: str  # what fails, the evidence, the upstream reference and fix
+    # "cmsis-nn" (the runner's CMSIS-NN tree), "executorch-runtime" (the runner's ExecuTorch
+    # tree) or "lowering" (the Python that lowers); None: a user's note, always applies.
     component: str | None = None
-    broken: tuple[str, ...] = ()  # git commits (or prefixes) and NAR hashes known to have it
-    stage: str = "any"  # "export", or "run" for a defect only a simulator run can show
+    # (path in the component's tree, sha256 of versions of that file known to have the defect).
+    files: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    stage: str | tuple[str, ...] = "any"  # the stage(s) the failure shows at; "any" for a user's note
+    signature: str = ""  # regex the failure line at that stage matches ("": any line)
     cores: tuple[str, ...] = ()  # empty: every core
 
-    def applies(self, core: str, identities: dict[str, str | None], ran: bool) -> bool:
+    def applies(self, core: str, locate: dict[str, Locator]) -> bool:
+        """The defect is in the code under test: its files still carry a known-broken hash.
+        A file that cannot be found counts as broken: expect the failure rather than call
+        a pass a surprise."""
         if self.cores and core not in self.cores:
-            return False
-        if self.stage == "run" and not ran:
             return False
         if self.component is None:
             return True
-        identity = identities.get(self.component)
-        # Unknown revision: the defect may be there; expect it rather than call a pass a surprise.
-        return identity is None or any(b in identity for b in self.broken)
+        find = locate.get(self.component)
+        for path, broken in self.files:
+            file = find(path) if find else None
+            if file is None or file_sha256(file) in broken:
+                return True
+        return not self.files
 
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return (self.stage,) if isinstance(self.stage, str) else self.stage
+
+    def explains(self, stage: str, line: str) -> bool:
+        """A failure at `stage` saying `line` is this defect's."""
+        if "any" not in self.stages and stage not in self.stages:
+            return False
+        return not self.signature or re.search(self.signature, line) is not None
+
+    def observable(self, stages_reached: set[str]) -> bool:
+        """Whether a run that reached these stages could have shown the defect."""
+        return "any" in self.stages or bool(set(self.stages) & stages_reached)
+
+
+@lru_cache(maxsize=None)
+def file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+_TRANSPOSE_CONV_S8 = "Source/ConvolutionFunctions/arm_transpose_conv_s8.c"
+_TRANSPOSE_CONV_BUFFER = "Source/ConvolutionFunctions/arm_transpose_conv_get_buffer_sizes_s8.c"
 
 CMSIS_NN_TRANSPOSE_CONV_ROWS = KnownDefect(
-    "CMSIS-NN arm_transpose_conv_s8 misaligns output rows when pad_h % stride_h != 0; fixed by "
-    "ARM-software/CMSIS-NN 4a8f5b5d (#233), after the pinned dbf45dbf",
+    "CMSIS-NN #230",
+    "CMSIS-NN arm_transpose_conv_s8 misaligns output rows when pad_h % stride_h != 0 "
+    "(ARM-software/CMSIS-NN issue #230, fixed by PR #233, commit 4a8f5b5d, after the pinned dbf45dbf)",
     component="cmsis-nn",
-    broken=("dbf45dbfcc515421dd6099037d3e2637b90748c8", "sha256-FOr7DevJxroGAOmnqKK9/suXjOeaZYQFlFIrYmU19WQ="),
-    stage="run",
+    files=((_TRANSPOSE_CONV_S8, ("9301deed2141f2903c498cd7f8b4a5d62b06af0996d4c27346eb01304cc2ce52",)),),  # dbf45dbf
+    # Misaligned rows leave others unwritten: they hold whatever the buffer held before.
+    stage=("compare", "memory"),
+    signature=r"LSB|outputs change with what fills the planned buffers",
 )
 
-CMSIS_NN_TRANSPOSE_CONV_NARROW_FILTER = KnownDefect(
-    "CMSIS-NN arm_transpose_conv_s8 (the path for <= 16 input channels) computes wrong outputs for some "
-    "filters narrower than the stride, e.g. 4x1 with stride (1, 2), 1x1 with stride (2, 3); found by cortexm "
-    "sweep, present in the pinned dbf45dbf and in 4a8f5b5d, no upstream fix yet",
+CMSIS_NN_TRANSPOSE_CONV_SCRATCH = KnownDefect(
+    "CMSIS-NN PR #243",
+    "CMSIS-NN arm_transpose_conv_s8_get_buffer_size (and its MVE twin) sizes the scratch with stride.h where "
+    "arm_transpose_conv_s8 uses stride.w: when stride_w > max(kernel_w, stride_h) the buffer is too small "
+    "(input [1,4,5,4], filter 4x1, stride (1,2): 576 B sized, 640 B written) and the kernel writes into what "
+    "the memory plan put next (fixed upstream by ARM-software/CMSIS-NN PR #243, merged 2026-09-10, after "
+    "dbf45dbf and 4a8f5b5d; ExecuTorch PR #22720 follows it)",
     component="cmsis-nn",
-    broken=("dbf45dbfcc515421dd6099037d3e2637b90748c8", "sha256-FOr7DevJxroGAOmnqKK9/suXjOeaZYQFlFIrYmU19WQ=",
-            "4a8f5b5d"),
-    stage="run",
+    files=((_TRANSPOSE_CONV_BUFFER, ("4e16d2e9e448adfb839c5aaff67463de8309629629d61603484fad638628458d",)),),  # dbf45dbf, 4a8f5b5d
+    stage=("memory", "compare"),
+    signature=r"quantized_transpose_conv2d\S* \(instruction \d+\) wrote \d+ bytes past the end of its scratch|LSB",
 )
 
 EXECUTORCH_MATMUL_CONSTANT = KnownDefect(
+    "ExecuTorch MatmulToBmmPass",
     "ExecuTorch MatmulToBmmPass calls .to_tensor() on a constant matmul operand during CortexMQuantizer "
     "annotation (AttributeError); in executorch 1.5.1 and main cff6f4dd, no upstream fix yet",
-    component="executorch",
-    broken=("3b60683923245cf472b7323426920e15623ba361",),
+    component="lowering",
+    files=(("backends/cortex_m/passes/matmul_to_bmm_pass.py",
+            ("4a67573bc2a75f768924a0c17d087a4e6da5d0de1cfd8b594e33f8b8287cb4f9",)),),  # 1.5.1, cff6f4dd
     stage="export",
+    signature=r"AttributeError: .*to_tensor",
 )
 
-
-EXECUTORCH_DEGENERATE_DIM_ORDER = KnownDefect(
-    "ExecuTorch gives tensors with size-1 channel and height dims different dim orders across an un-fused "
-    "activation (quantized_mul then aten::clamp on [1,1,1,2]): the runtime's portable clamp rejects the "
-    "program at execute (tensors_have_same_dim_order); found by cortexm sweep, lowering of executorch 1.5.1, "
-    "no upstream fix yet",
-    component="executorch",
-    broken=("3b60683923245cf472b7323426920e15623ba361",),
+EXECUTORCH_DIM_ORDER_SIZE_ONE = KnownDefect(
+    "ExecuTorch #22520",
+    "ExecuTorch exir/tensor.py dim_order_from_stride gives channels_last tensors with size-1 dims the "
+    "non-standard dim order (0,2,1,3); the portable clamp after a quantized_mul on [1,1,1,2] then rejects the "
+    "program at execute (pytorch/executorch issue #22520, fix PR #22745 open; reproducible without cortex_m)",
+    component="lowering",
+    files=(("exir/tensor.py", ("e75b37d4ffd8adfb55e720808be41f1611bd2fa63a9c8d88fafe87b7eef44b8b",  # 1.5.1
+                               "a9ceeb2c164bb614924d8925a721297f97b997e5b3957c6d7d926cfe65d795df")),),  # cff6f4dd
     stage="run",
+    signature=r"dim.order",
 )
 
 
-def installed_identities() -> dict[str, str | None]:
-    """Identities known without a runner: the installed lowering."""
-    try:
-        from executorch import version
+def user_note(reason: str, cores: tuple[str, ...] = ()) -> KnownDefect:
+    """A user's own expected failure (`register(known_failures={core: reason})`)."""
+    return KnownDefect(reason, reason, cores=cores)
 
-        return {"executorch": f"git:{version.git_version}"}
-    except ImportError:
-        return {}
+
+def default_locators() -> dict[str, Locator]:
+    """Where each component's files are when no runner says otherwise: the Python that
+    lowers, and the trees a runner would be built from (cortexm.sources)."""
+    from cortexm import backend_source, sources
+
+    def in_tree(kind: sources.SourceKind) -> Locator:
+        root = sources.locate(kind).path
+        return lambda rel: (root / rel) if root is not None else None
+
+    return {"lowering": backend_source.lowering_file, "cmsis-nn": in_tree(sources.CMSIS_NN),
+            "executorch-runtime": in_tree(sources.EXECUTORCH)}
+
+
+_QUANTIZE_CPP = "backends/cortex_m/ops/op_quantize_per_tensor.cpp"
+_QUANTIZE_CPP_HASHES = ("b183eca344f814e12023d39d7faf381eaae8dbb10d8860020aeea0a648b176cf",)  # cff6f4dd
+
+EXECUTORCH_QUANTIZE_MVE_ROUNDING = KnownDefect(
+    "quantize_per_tensor rounds differently on MVE",
+    "ExecuTorch's cortex_m quantize_per_tensor is not bit-exact across cores: its Helium loop (M55) rounds "
+    "x * inv_scale once, inside a fused multiply-add with a magic number, where the scalar loop (every other "
+    "core, and the M55's remainder) rounds the product to float32 and then again in nearbyint; inputs within "
+    "one float32 step of a rounding tie quantize to neighbouring integers (op_quantize_per_tensor.cpp; not "
+    "reported upstream as far as its issue tracker shows)",
+    component="executorch-runtime",
+    files=((_QUANTIZE_CPP, _QUANTIZE_CPP_HASHES),),
+    stage="cross-core",
+    signature=r"each core as its own integer reference predicts",
+    cores=("cortex-m55",),
+)
+
+EXECUTORCH_QUANTIZE_MVE_WRAP = KnownDefect(
+    "quantize_per_tensor wraps on MVE",
+    "ExecuTorch's cortex_m quantize_per_tensor Helium loop (M55) narrows the int32 result to int16 by "
+    "truncation (vmovnbq_s32) before it clamps to [quant_min, quant_max], so an input more than 32767 "
+    "quantization steps from the zero point wraps instead of saturating (e.g. -400.0 at a step of 0.0078 "
+    "becomes 127 instead of -128); the scalar loop of the other cores saturates (op_quantize_per_tensor.cpp; "
+    "not reported upstream as far as its issue tracker shows)",
+    component="executorch-runtime",
+    files=((_QUANTIZE_CPP, _QUANTIZE_CPP_HASHES),),
+    stage=("compare", "cross-core"),
+    signature=r"LSB|each core",
+    cores=("cortex-m55",),
+)
+
+# Differences between cores that each core's own integer reference predicts.
+CROSS_CORE_FINDINGS = (EXECUTORCH_QUANTIZE_MVE_ROUNDING,)

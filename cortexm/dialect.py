@@ -1,10 +1,12 @@
 """A canonical text form of a lowered (cortex_m dialect) graph, for golden files.
 
 One line per operator in execution order, with its arguments named from the
-operator schema: tensors as dtype[shape], constants as `const dtype[shape]`,
-scalars as written (floats to 8 significant digits), and the scratch buffers
-the memory planner will allocate as `N B`. Parameter names and node names are
-left out on purpose: they change without the graph changing.
+operator schema: tensors as dtype[shape], constants as `const dtype[shape]#digest`
+(the first 8 hex digits of the sha256 of their bytes, so a changed weight, bias or
+requantization multiplier shows), scalars as written (floats to 8 significant
+digits), and the scratch buffers the memory planner will allocate as `N B`.
+Parameter names and node names are left out on purpose: they change without the
+graph changing.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from cortexm.errors import CortexmError
 
-FORMAT_LINE = "# cortexm dialect 1"
+FORMAT_LINE = "# cortexm dialect 2"
 
 
 def render(exported_program, title: str) -> str:
@@ -34,7 +36,7 @@ def render(exported_program, title: str) -> str:
                 names[node] = f"%in{user_inputs.index(node.name)}"
                 lines.append(f"{names[node]} = input {_tensor(node.meta.get('val'))}")
             else:
-                names[node] = "const " + _tensor(node.meta.get("val"))
+                names[node] = "const " + _tensor(node.meta.get("val")) + _digest(exported_program, node.name)
         elif node.op == "call_function":
             if node.target is memory.alloc:
                 (shape, dtype), = node.args[0] if isinstance(node.args[0], list) else (node.args[0],)
@@ -47,6 +49,21 @@ def render(exported_program, title: str) -> str:
             outs = node.args[0] if isinstance(node.args[0], (tuple, list)) else (node.args[0],)
             lines.append("return " + ", ".join(_value(o, names) for o in outs))
     return "\n".join(lines) + "\n"
+
+
+def _digest(exported_program, name: str) -> str:
+    """'#' and 8 hex digits of the sha256 of a lifted constant's bytes ('' when not found)."""
+    import hashlib
+
+    signature = exported_program.graph_signature
+    for table, store in ((signature.inputs_to_parameters, exported_program.state_dict),
+                         (signature.inputs_to_buffers, exported_program.state_dict),
+                         (signature.inputs_to_lifted_tensor_constants, exported_program.constants)):
+        key = table.get(name)
+        if key is not None and key in store:
+            data = store[key].detach().contiguous().cpu().numpy().tobytes()
+            return "#" + hashlib.sha256(data).hexdigest()[:8]
+    return ""
 
 
 def _op_name(target) -> str:
@@ -120,16 +137,18 @@ def lowered_text(bundle, core) -> str:
     from cortexm import cases
     from cortexm.export import lower
 
-    known = cases.get(bundle.source["case"]).known_failure(core.name, ran=False) if "case" in bundle.source else None
+    known = cases.get(bundle.source["case"]).fails_at("export", core.name) if "case" in bundle.source else None
     try:
         edge = lower(bundle, core).edge
     except CortexmError as e:
+        if known and known.explains("export", str(e)):
+            raise KnownFailure(f"{known.name}: {known.reason}") from e
         if known:
-            raise KnownFailure(known) from e
+            raise CortexmError(f"fails differently from {known.name}: {e}") from e
         raise
     if known:
-        raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known}): "
-                           "the defect looks fixed, remove the case's known_failures entry")
+        raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
+                           "the defect looks fixed here, update its record in cortexm/defects.py")
     return render(edge.exported_program(), f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})")
 
 

@@ -11,7 +11,9 @@ An export is a bundle of files beside the .pte:
                         dim order, quantisation), file names below
   NAME.dialect.txt      the lowered graph in canonical text (see cortexm.dialect)
   NAME.input-K.bin      example input K, raw bytes in the program's dim order
-  NAME.reference-K.bin  the Python reference's output K for those inputs, same layout
+  NAME.reference-K.bin  the reference output K for those inputs, same layout
+  NAME.isolated.pte     the same program with every planned tensor in a buffer of its own
+                        (cortexm.memory_plan), for the guard and fill runs of the memory oracle
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ import logging
 import os
 import tempfile
 import warnings
+import zlib
 from dataclasses import dataclass
+
+import numpy as np
 from pathlib import Path
 from typing import Any
 
-from cortexm import __version__
+from cortexm import __version__, backend_source
 from cortexm.errors import CortexmError
 from cortexm.modelsource import ModelBundle
 from cortexm.targets import Core
@@ -58,6 +63,7 @@ class Export:
     dialect: str
     inputs: list[bytes]
     references: list[bytes]
+    isolated: bytes | None = None  # the program planned one tensor per buffer
 
 
 LAYOUTS = ("legacy", "explicit")
@@ -78,6 +84,7 @@ def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
     if layout not in LAYOUTS:
         raise CortexmError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     quiet_lowering_imports()
+    backend_source.activate_from_environment()
     import torch
     from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
     from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
@@ -100,6 +107,8 @@ def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
         for sample in bundle.calibration:
             prepared(*sample)
         quantized = convert_pt2e(prepared)
+    if bundle.data != "uniform":
+        bundle.example_inputs = inputs = _crafted_inputs(bundle, quantized)
     with _stage(bundle, core, "torch.export of the quantized model"):
         exported = torch.export.export(quantized, inputs, strict=True)
     with _stage(bundle, core, "to_edge"):
@@ -124,10 +133,16 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
     program = lowered.edge.exported_program()
     title = f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})"
     text = dialect.render(program, title)
-    reference, reference_kind = _reference(bundle, core, lowered)
     with _stage(bundle, core, "to_executorch"):
+        import copy
+
+        from cortexm import memory_plan
+
+        # to_executorch changes the graph it is given: the second plan starts from a copy.
+        isolated = memory_plan.to_executorch_isolated(copy.deepcopy(lowered.edge)).buffer
         pte = lowered.edge.to_executorch().buffer
     plan = parse(pte).plan()
+    reference, reference_kind, upstream_calls = _reference(pte, bundle, core, lowered)
 
     in_qparams, out_qparams = _io_qparams(program)
     inputs_meta, input_bytes = [], []
@@ -153,30 +168,69 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
         "source": bundle.source,
         "layout": layout,
         "qtol": bundle.qtol,
+        "data": bundle.data,
         "reference": reference_kind,
+        # ExecuTorch's own Python reference (operators.py) against the integer one, call by call:
+        # findings about the former (cortexm.oracle.upstream); None where it was not compared.
+        "upstream_reference": {"calls": upstream_calls},
         "notes": bundle.notes,
         "pte_sha256": hashlib.sha256(pte).hexdigest(),
         "dialect": f"{bundle.name}.dialect.txt",
+        "isolated": f"{bundle.name}.isolated.pte",
         "inputs": inputs_meta,
         "outputs": outputs_meta,
     }
-    return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes)
+    return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes, isolated)
 
 
-def _reference(bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str]:
-    """Outputs of the Python reference for the example inputs, and which reference gave them.
+def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:
+    """The example inputs placed on the boundaries of their own quantization (cortexm.cases.data)."""
+    from cortexm.cases import data
 
-    The preferred reference is the lowered graph itself, whose cortex_m operators
-    have integer Python implementations (ops/operators.py). Where one of those
-    cannot run on the host (torch has no integer dilated convolution), the PT2E
-    quantized model (float arithmetic between quantize/dequantize) stands in.
+    placeholders = [n for n in quantized.graph.nodes if n.op == "placeholder"]
+    crafted = []
+    for k, (node, tensor) in enumerate(zip(placeholders, bundle.example_inputs)):
+        quant = next((u for u in node.users if "quantize_per_tensor" in str(u.target)
+                      and "dequantize" not in str(u.target)), None)
+        if quant is None:
+            raise CortexmError(f"{bundle.name}: input {k} is not quantized, so data={bundle.data!r} cannot place it")
+        scale, zero_point, qmin, qmax = (quant.args[1], quant.args[2], quant.args[3], quant.args[4])
+        crafted.append(data.craft(bundle.data, tensor, float(scale), int(zero_point), int(qmin), int(qmax),
+                                  seed=zlib.crc32(f"{bundle.name}:{k}".encode())))
+    return tuple(crafted)
+
+
+def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str, list | None]:
+    """The program's outputs for the example inputs as cortexm's integer reference computes
+    them for the core's CMSIS-NN variant (cortexm.oracle), which reference that is, and how
+    ExecuTorch's Python reference differs from it call by call. Where the integer reference
+    cannot evaluate the program, ExecuTorch's Python reference of the whole graph stands in
+    and the kind says why."""
+    from cortexm.reference import integer_reference
+
+    try:
+        outputs, calls = integer_reference(pte, [t.detach().numpy() for t in bundle.example_inputs], core.backend,
+                                           compare_upstream=True)
+    except CortexmError as e:
+        upstream, kind = _upstream_reference(bundle, core, lowered)
+        return upstream, f"{kind}; the integer reference could not evaluate the program: {e}", None
+    return outputs, f"cortexm integer reference (CMSIS-NN {core.backend})", calls
+
+
+def _upstream_reference(bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str]:
+    """Outputs of ExecuTorch's Python reference for the example inputs, and which one gave them.
+
+    That is the lowered graph itself, whose cortex_m operators have Python
+    implementations (ops/operators.py). Where one of those cannot run on the host
+    (torch has no integer dilated convolution), the PT2E quantized model (float
+    arithmetic between quantize/dequantize) stands in.
     """
     import torch
 
     try:
         with torch.no_grad():
             outputs = lowered.edge.exported_program().module()(*bundle.example_inputs)
-        kind = "cortex_m dialect"
+        kind = "ExecuTorch's cortex_m Python reference (ops/operators.py)"
     except Exception as first:
         try:
             with torch.no_grad():
@@ -242,8 +296,10 @@ def _io_entry(tv, file: str, quant: dict | None) -> dict:
 
 
 def _raw(tensor, dim_order) -> bytes:
-    """The tensor's bytes laid out in `dim_order`, as the runtime reads and writes them."""
-    t = tensor.detach()
+    """The tensor's (or array's) bytes laid out in `dim_order`, as the runtime reads and writes them."""
+    import torch
+
+    t = tensor.detach() if isinstance(tensor, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(tensor))
     if dim_order and list(dim_order) != list(range(t.dim())):
         t = t.permute(*dim_order)
     return t.contiguous().numpy().tobytes()
@@ -268,12 +324,16 @@ def write(result: Export, pte_path: Path) -> list[Path]:
     sidecar = dict(result.sidecar)
     # File names follow the .pte's name, not the model's.
     sidecar["dialect"] = f"{stem}.dialect.txt"
+    if result.isolated is not None:
+        sidecar["isolated"] = f"{stem}.isolated.pte"
     sidecar["inputs"] = [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(sidecar["inputs"])]
     sidecar["outputs"] = [dict(e, reference=f"{stem}.reference-{k}.bin") for k, e in enumerate(sidecar["outputs"])]
     sidecar_file = sidecar_path(pte_path)
     _refuse_foreign(sidecar_file)
     files: list[tuple[Path, bytes]] = [(pte_path, result.pte)]
     files.append((folder / sidecar["dialect"], result.dialect.encode()))
+    if result.isolated is not None:
+        files.append((folder / sidecar["isolated"], result.isolated))
     files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs)]
     files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references)]
     files.append((sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode()))

@@ -32,6 +32,7 @@ class ModelBundle:
     qtol: int
     source: dict  # recorded in the sidecar: {"case": name} or {"file": ..., "factory": ...}
     notes: str = ""
+    data: str = "uniform"  # how example inputs are placed once quantized (cortexm.cases.data)
 
 
 def load(spec: str) -> ModelBundle:
@@ -47,7 +48,7 @@ def load(spec: str) -> ModelBundle:
         torch.manual_seed(seed)
         result = _call_factory(path, factory_name)
         name = factory_name if factory_name not in ("model", "make", "build", "factory") else path.stem
-        return _bundle(name, result, qtol=1, source={"file": str(path), "factory": factory_name}, where=spec)
+        return _bundle(name, result, qtol=0, source={"file": str(path), "factory": factory_name}, where=spec)
     if spec.endswith(".py"):
         raise CortexmError(f"{spec}: name the factory too, as {spec}:FACTORY")
     case = cases.get(spec)
@@ -57,7 +58,7 @@ def load(spec: str) -> ModelBundle:
     except Exception as e:  # a bug in a built-in case: still one line for the user
         raise CortexmError(f"case {case.name} failed to build: {type(e).__name__}: {e}") from e
     bundle = _bundle(case.name, result, qtol=case.qtol, source={"case": case.name}, where=case.name)
-    bundle.notes = case.notes
+    bundle.notes, bundle.data = case.notes, case.data
     return bundle
 
 
@@ -89,7 +90,7 @@ def _where(error: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
-def from_factory(factory, name: str | None = None, qtol: int = 1) -> ModelBundle:
+def from_factory(factory, name: str | None = None, qtol: int = 0) -> ModelBundle:
     """A bundle from a factory function in the caller's own code (the pytest fixture uses this)."""
     import torch
 

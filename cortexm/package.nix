@@ -9,6 +9,7 @@
   executorch,
   flatc ? null,
   numpy,
+  pybind11,
   pyelftools,
   rich,
   torch,
@@ -45,6 +46,7 @@ buildPythonPackage {
     click
     executorch
     numpy
+    pybind11
     pyelftools
     rich
     torch

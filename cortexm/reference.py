@@ -21,16 +21,22 @@ from pathlib import Path
 
 import numpy as np
 
+from cortexm import backend_source
 from cortexm.errors import CortexmError
 from cortexm.pte.program import SCALAR_TYPES
 
 
 
-def evaluate(pte: str | Path, inputs: list[np.ndarray], method: str = "forward") -> list[np.ndarray]:
-    """The outputs of `method` for `inputs` (logical layout), as numpy arrays in logical layout."""
+def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "forward",
+             kernels: dict | None = None, observe=None) -> list[np.ndarray]:
+    """The outputs of `method` for `inputs` (logical layout), as numpy arrays in logical layout.
+
+    `kernels` (e.g. cortexm.oracle.KERNELS) replaces the Python implementation of the
+    operators it names; the others run as torch and ExecuTorch implement them.
+    `observe(name, args, out, result)` sees every call made through `kernels`."""
     import torch
 
-    plan, constants = _program(Path(pte), method)
+    plan, constants = _program(pte, method)
     # The planned buffers, shared as on the device: the emitter lowers view_copy and
     # the like to tensors that alias their input's memory.
     memory = [torch.zeros(size, dtype=torch.uint8) for size in plan.non_const_buffer_sizes]
@@ -50,21 +56,119 @@ def evaluate(pte: str | Path, inputs: list[np.ndarray], method: str = "forward")
         if args is None or op_index is None:
             raise CortexmError(f"{pte}: instruction {n} is not a kernel call; only straight-line programs are evaluated")
         operator = plan.operators[op_index]
-        _call(operator.name, operator.overload, [values[i] for i in args], values, torch)
+        given = [values[i] for i in args]
+        if kernels and operator.name in kernels:
+            orders = [_dim_order(plan.values[i].val) for i in args]
+            _call_kernel(kernels[operator.name], operator.name, operator.overload, given, orders, values, torch, observe)
+        else:
+            _call(operator.name, operator.overload, given, values, torch)
     return [values[i].contiguous().numpy().copy() for i in plan.outputs]
 
 
-def _program(pte: Path, method: str):
+def integer_reference(pte: str | Path | bytes, inputs: list[np.ndarray], backend: str,
+                      compare_upstream: bool = False) -> tuple[list[np.ndarray], list[dict]]:
+    """The program's outputs with every cortex_m operator computed by cortexm's integer
+    reference for CMSIS-NN variant `backend` ("DSP", "MVE", "SCALAR"), and, with
+    `compare_upstream`, how ExecuTorch's Python reference (operators.py) differs from it,
+    call by call, on the same arguments (cortexm.oracle.upstream)."""
+    from cortexm.oracle import upstream
+    from cortexm.oracle.backends import kernels_for
+
+    kernels = kernels_for(backend)
+    scalar_loops = kernels_for(backend, helium=False)  # what operators.py implements
+    differences: list[dict] = []
+    calls = [0]
+
+    def observe(name, args, out, result):
+        calls[0] += 1
+        ours = result if scalar_loops[name] is kernels[name] else scalar_loops[name](args, out)
+        try:
+            theirs = operators_py(name, args)
+        except Exception as e:  # noqa: BLE001 - operators.py raises whatever torch raises
+            theirs = e
+        diff = upstream.compare_call(name, args, ours, theirs)
+        if diff is not None:
+            differences.append({"call": calls[0], **diff.as_dict()})
+
+    outputs = evaluate(pte, inputs, kernels=kernels, observe=observe if compare_upstream else None)
+    return outputs, differences
+
+
+def operators_py(name: str, args: dict) -> np.ndarray:
+    """ExecuTorch's Python implementation of a cortex_m operator (its functional form, from
+    ops/operators.py) on arguments in cortexm.oracle's form; the result in logical layout."""
+    import torch
+
+    from cortexm.oracle import Tensor
+    from cortexm.oracle.tensor import CHANNELS_LAST
+
+    _program_operators()
+
+    def to_torch(value):
+        if isinstance(value, Tensor):
+            t = torch.from_numpy(value.data.copy())
+            return t.to(memory_format=torch.channels_last) if value.dim_order == CHANNELS_LAST else t
+        return getattr(torch, value) if isinstance(value, str) else value
+
+    op = getattr(torch.ops.cortex_m, name.split("::")[1])
+    return op(**{k: to_torch(v) for k, v in args.items()}).contiguous().numpy()
+
+
+def _dim_order(val) -> tuple[int, ...] | None:
+    if type(val).__name__ != "Tensor":
+        return None
+    return tuple(val.dim_order) or tuple(range(len(val.sizes)))
+
+
+def _call_kernel(kernel, name: str, overload: str, given: list, orders: list, values: list, torch, observe=None) -> None:
+    """One call through a numpy kernel (cortexm.oracle's interface): arguments by schema
+    name, tensors with their program dim order, the result copied into `out`."""
+    from cortexm.oracle import Tensor
+
+    schema = getattr(getattr(torch.ops, name.split("::")[0]), name.split("::")[1]).__getattr__(overload or "default")._schema
+    arguments = list(schema.arguments)
+    if len(given) != len(arguments) + 1:  # ExecuTorch passes the schema arguments, then one return value
+        raise CortexmError(f"{name}.{overload}: the program passes {len(given)} values, "
+                           f"the installed schema takes {len(arguments) + 1}")
+    args, out = {}, None
+    for argument, value, order in zip(arguments, given, orders):
+        value = _resolve(value, values)
+        if isinstance(value, torch.Tensor):
+            value = Tensor(value.numpy().copy(), order)
+        elif isinstance(value, int) and ("ScalarType" in str(argument.type) or argument.name == "dtype"):
+            value = SCALAR_TYPES[value][0]  # torch's schema types a ScalarType as int
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            out = (given[arguments.index(argument)], value)
+        else:
+            args[argument.name] = value
+    if out is None:
+        raise CortexmError(f"{name}.{overload}: no out argument to write")
+    target, view = out
+    try:
+        result = kernel(args, view)
+    except ValueError as e:
+        raise CortexmError(f"{name}: the integer reference refuses the call: {e}") from None
+    if observe is not None:
+        observe(name, args, view, result)
+    target.copy_(torch.from_numpy(np.ascontiguousarray(result)))
+
+
+def _program_operators() -> None:
+    """Registers the cortex_m operators with their Python implementations (the pass
+    manager imports them in the order their module needs), and dim_order_ops."""
     from cortexm.export import quiet_lowering_imports
 
     quiet_lowering_imports()
-    # Registers the cortex_m operators and their Python implementations (the pass
-    # manager imports them in the order their module needs), and dim_order_ops.
+    backend_source.activate_from_environment()
     import executorch.exir.passes.dim_order_ops_registry  # noqa: F401
     from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager  # noqa: F401
+
+
+def _program(pte: Path | bytes, method: str):
+    _program_operators()
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    program = deserialize_pte_binary(pte.read_bytes())
+    program = deserialize_pte_binary(pte if isinstance(pte, bytes) else Path(pte).read_bytes())
     program = getattr(program, "program", program)
     for plan in program.execution_plan:
         if plan.name == method:
@@ -129,9 +233,9 @@ def _call(name: str, overload: str, given: list, values: list, torch) -> None:
     schema = out_op._schema
     arguments = list(schema.arguments)
     # A kernel call passes every schema argument, then the returned value.
-    if len(given) != len(arguments) + len(schema.returns):
+    if len(given) != len(arguments) + 1:  # ExecuTorch passes the schema arguments, then one return value
         raise CortexmError(f"{name}.{overload}: the program passes {len(given)} values, "
-                           f"the installed schema takes {len(arguments) + len(schema.returns)}")
+                           f"the installed schema takes {len(arguments) + 1}")
     args, kwargs, outs = [], {}, {}
     for argument, value in zip(arguments, given):
         value = _typed(argument, _resolve(value, values), torch)

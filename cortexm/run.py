@@ -88,6 +88,7 @@ def run_pte(
     workdir: str | Path | None = None,
     timeout: float = 120,
     progress=None,
+    extra_args: tuple[str, ...] = (),
 ) -> RunResult:
     """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (raw files in
     the program's dim order; default: the sidecar's), on `runner` or the one `runner_for` picks."""
@@ -99,7 +100,7 @@ def run_pte(
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
                                   cmsis_nn_src=cmsis_nn_src, progress=progress)
-    result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout)
+    result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout, extra_args=extra_args)
     if not result.ok:
         raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): {result.failure_line}", result)
     outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
@@ -132,9 +133,11 @@ def runner_for(pte: Path, core: Core, simulator: sim.Simulator, **build_args) ->
 
 
 def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inputs: list | None = None,
-            workdir: str | Path | None = None, timeout: float = 120) -> tuple[sim.SimResult, list[bytes]]:
+            workdir: str | Path | None = None, timeout: float = 120,
+            extra_args: tuple[str, ...] = ()) -> tuple[sim.SimResult, list[bytes]]:
     """One run of `pte` with upstream's protocol: the simulator's result and the raw
-    outputs (empty when the run failed). The inputs default to the sidecar's."""
+    outputs (empty when the run failed). The inputs default to the sidecar's; `extra_args`
+    go to the runner (e.g. --guard, --fill)."""
     pte = Path(pte)
     plan = load(pte).plan()
     input_files = _input_files(pte, plan, read_sidecar(pte), inputs)
@@ -145,7 +148,7 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
         names = [f"i{k}.bin" for k in range(len(input_files))]
         for name, source in zip(names, input_files):
             shutil.copyfile(source, folder / name)
-        result = simulator.run(runner.elf, core, folder, sim.command_line(names), timeout)
+        result = simulator.run(runner.elf, core, folder, [*sim.command_line(names), *extra_args], timeout)
         raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]
     finally:
         if workdir is None:

@@ -28,6 +28,10 @@ def cmsis_nn_module():
     """CMSIS-NN's buffer-size helpers: ExecuTorch's bundled build, else the `cmsis_nn` package."""
     import importlib
 
+    from cortexm import backend_source
+
+    backend_source.activate_from_environment()
+
     for name in ("executorch.backends.cortex_m.library._cmsis_nn.cmsis_nn", "cmsis_nn"):
         try:
             return importlib.import_module(name)

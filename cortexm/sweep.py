@@ -44,7 +44,8 @@ def _image(p: Params, channels: int):
     import torch
 
     lo, hi = p.get("range", (-1.0, 1.0))
-    return (torch.rand(1, channels, p["h"], p["w"]) * (hi - lo) + lo).to(memory_format=torch.channels_last)
+    n = p.get("batch", 1)
+    return (torch.rand(n, channels, p["h"], p["w"]) * (hi - lo) + lo).to(memory_format=torch.channels_last)
 
 
 def _activation(p: Params):
@@ -189,6 +190,17 @@ def _softmax_build(p: Params) -> tuple:
     return Apply(lambda m, x: torch.softmax(x, dim=-1)).eval(), ((torch.rand(p["rows"], p["cols"]) * 2 - 1) * p["scale"],)
 
 
+def _bmm_build(p: Params) -> tuple:
+    import torch
+
+    from cortexm.cases.ops import Apply
+
+    lo, hi = p.get("range", (-1.0, 1.0))
+    a = torch.rand(p["batch"], p["m"], p["k"]) * (hi - lo) + lo
+    b = torch.rand(p["batch"], p["k"], p["n"]) * 2 - 1
+    return Apply(lambda m, x, y: torch.bmm(x, y)).eval(), (a, b)
+
+
 _CONV_FLOORS = {"h": 1, "w": 1, "cin": 1, "cout": 1, "k": (1, 1), "stride": (1, 1), "pad": (0, 0),
                 "dilation": (1, 1), "bias": False, "act": "none", "range": (-1.0, 1.0)}
 _POOL_FLOORS = {"h": 1, "w": 1, "c": 1, "k": (1, 1), "stride": (1, 1), "pad": (0, 0), "ceil": False,
@@ -209,6 +221,9 @@ SPACES: dict[str, OpSpace] = {
     "mul": OpSpace(_binary_draw, _binary_build(lambda a, b: a * b), lambda p: True,
                    {"h": 1, "w": 1, "c": 1, "act": "none", "range": (-1.0, 1.0), "range2": (-1.0, 1.0)}),
     "softmax": OpSpace(_softmax_draw, _softmax_build, lambda p: True, {"rows": 1, "cols": 2, "scale": 1.0}),
+    "bmm": OpSpace(lambda r: {"batch": r.randint(1, 3), "m": r.randint(1, 8), "k": r.randint(1, 32), "n": r.randint(1, 16),
+                              "range": _draw_range(r)},
+                   _bmm_build, lambda p: True, {"batch": 1, "m": 1, "k": 1, "n": 1, "range": (-1.0, 1.0)}),
 }
 
 
@@ -242,7 +257,13 @@ def build_sample(op: str, params: Params) -> tuple:
 # Regions of a parameter space where a known upstream defect shows: samples there are
 # expected failures (cortexm.defects), so a sweep reports only what is new.
 KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
-    "transpose_conv2d": [(lambda p: p["pad"][0] % p["stride"][0] != 0, "CMSIS_NN_TRANSPOSE_CONV_ROWS")],
+    "transpose_conv2d": [
+        (lambda p: p["pad"][0] % p["stride"][0] != 0, "CMSIS_NN_TRANSPOSE_CONV_ROWS"),
+        # The too-small scratch: on the im2col path (not the reverse convolution CMSIS-NN takes
+        # for strides <= 2 and more than 16 input channels), when stride_w > max(kernel_w, stride_h).
+        (lambda p: p["stride"][1] > max(p["k"][1], p["stride"][0])
+         and not (max(p["stride"]) <= 2 and p["cin"] > 16), "CMSIS_NN_TRANSPOSE_CONV_SCRATCH"),
+    ],
 }
 
 

@@ -54,6 +54,9 @@ def core(name: str) -> Core:
 
 def upstream_backend(core: Core) -> str:
     """The CMSIS-NN backend ExecuTorch resolves for `core` (needs the executorch wheel)."""
+    from cortexm import backend_source
+
+    backend_source.activate_from_environment()
     from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 
     return CortexMTargetConfig.from_target_string(core.name).backend.name

@@ -11,6 +11,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 GOLDENS = REPO / "tests" / "goldens"
 
+# In this process the lowering is the installed wheel's, the pinned one the goldens record,
+# whatever ExecuTorch tree is around; commands the tests run choose for themselves.
+from cortexm import backend_source  # noqa: E402
+
+backend_source.activate(None)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def export_cache(tmp_path_factory):

@@ -1,4 +1,5 @@
-"""The cross-core check catches what the 1-LSB reference comparison lets through, and the
+"""A kernel off by one step is caught twice: by the 0-LSB comparison with the integer
+reference, and by the cross-core check (which a 1-LSB tolerance alone let through); the
 sweep's sampling and shrinking are deterministic."""
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from cortexm.testing import app, crosscore
 PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "off_by_one_convolve.c"
 
 
-def test_off_by_one_kernel_is_caught_across_cores_not_by_the_reference(runners):
-    """An M7 runner whose CMSIS-NN conv is off by one step still passes the reference
-    comparison (tolerance 1 LSB); the same case on the M55 disagrees with it bit for bit."""
+def test_off_by_one_kernel_is_caught_by_the_reference_and_across_cores(runners):
+    """An M7 runner whose CMSIS-NN conv is off by one step on one element fails the 0-LSB
+    comparison with the integer reference, and the same case on the M55 disagrees with it."""
     from cortexm.firmware import BuildOptions, build_runner
     from cortexm.targets import core
     from cortexm.testing.simulate import RunnerSimulator, simulators
@@ -28,9 +29,10 @@ def test_off_by_one_kernel_is_caught_across_cores_not_by_the_reference(runners):
     options = app.Options(cores=[m7, m55], pattern="conv2d_1x1", simulators=sims)
     results = app.run(options)
 
-    assert {r.core: r.status for r in results} == {"cortex-m7": "PASS", "cortex-m55": "PASS"}
+    assert {r.core: r.status for r in results} == {"cortex-m7": "FAIL", "cortex-m55": "PASS"}
     m7_result = next(r for r in results if r.core == "cortex-m7")
-    assert m7_result.max_lsb == 1 and m7_result.mismatches == 1  # the error, within tolerance
+    assert m7_result.max_lsb == 1 and m7_result.mismatches == 1
+    assert m7_result.failures == [("compare", "max |diff| 1 LSB > tolerance 0 LSB (1/288 elements differ)")]
     [check] = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
     assert check.failed
     assert check.line().startswith("FAIL conv2d_1x1: cores disagree [cortex-m7 | cortex-m55]; first at output 0[")

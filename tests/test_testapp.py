@@ -15,9 +15,10 @@ from junitparser import JUnitXml
 pytest_plugins = ["pytester"]
 
 
-def cortexm_test(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, CORTEXM_EXPORT_CACHE=str(cache))
-    return subprocess.run([sys.executable, "-m", "cortexm", "test", "--sim", "none", *args],
+def cortexm_test(*args: str, cache: Path, cwd: Path | None = None, sim: str = "none",
+                 env: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(env if env is not None else os.environ, CORTEXM_EXPORT_CACHE=str(cache))
+    return subprocess.run([sys.executable, "-m", "cortexm", "test", "--sim", sim, *args],
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
 
 
@@ -35,20 +36,42 @@ def test_reports_and_cache(cache, tmp_path):
     names = {r["case"] for r in results}
     assert {"avg_pool2d", "max_pool2d", "avg_pool2d_ceil_mode"} <= names
     assert {r["core"] for r in results} == {"cortex-m7", "cortex-m55"}
-    assert all(r["status"] == "PASS" and r["verify"] == "ok" and r["dialect"] == "ok" for r in results)
+    # --sim none: checked, never simulated, so never a pass; asked for, so not a failure either.
+    assert all(r["status"] == "NOT RUN" and r["verify"] == "ok" and r["dialect"] == "ok" for r in results)
 
     xml = JUnitXml.fromfile(str(junit))
     suites = {s.name: s for s in xml}
     assert set(suites) == {"cortex-m7", "cortex-m55"}
     assert sum(s.tests for s in suites.values()) == len(results)
-    assert all(s.failures == 0 and s.errors == 0 for s in suites.values())
+    assert all(s.failures == 0 and s.errors == 0 and s.skipped == s.tests for s in suites.values())
 
     for core in ("cortex-m7", "cortex-m55"):
         assert re.search(rf"^{core} \(no simulator\)$", first.stdout, re.M)
-        assert re.search(r"^avg_pool2d\s+ok\s+ok\s+skipped\s", first.stdout, re.M)
+        assert re.search(r"^avg_pool2d\s+ok\s+ok\s+not run\s.*NOT RUN\s*$", first.stdout, re.M)
 
     again = cortexm_test("-k", "pool", cache=cache)
     assert again.returncode == 0 and "exporting" not in again.stderr  # everything came from the cache
+
+
+def test_unsimulated_cases_are_not_passes(cache, tmp_path):
+    """Simulation asked for but impossible (no source trees, --offline): every result is NOT
+    RUN in the table, the JSON and the JUnit report (skipped, with the reason), the summary
+    counts them apart, and the exit status is 1."""
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("CORTEXM_EXECUTORCH_SRC", "CORTEXM_CMSIS_NN_SRC")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "empty-user-cache")  # no trees in the default location
+    result = cortexm_test("-k", "relu", "-t", "cortex-m7", "--offline", "--junit", str(junit), "--json", str(report),
+                          cache=cache, sim="qemu", env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "warning: no executorch source tree" in result.stderr and "(--offline: not downloading it)" in result.stderr
+    assert re.search(r"^relu\s+\S+\s+ok\s+not run\s.*NOT RUN\s*$", result.stdout, re.M), result.stdout
+    assert re.search(r"results in .*; 0 passed, 0 failed, 0 expected failures, (\d+) not simulated$", result.stdout, re.M)
+    results = json.loads(report.read_text())["results"]
+    assert results and all(r["status"] == "NOT RUN" and r["reason"].startswith("not simulated: no executorch source tree")
+                           for r in results)
+    [suite] = JUnitXml.fromfile(str(junit))
+    assert suite.skipped == suite.tests == len(results) and suite.failures == 0
+    assert all(case.result and case.result[0].message.startswith("not simulated: ") for case in suite)
 
 
 def test_suite_on_qemu_with_report(runners, tmp_path):
@@ -60,8 +83,9 @@ def test_suite_on_qemu_with_report(runners, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     for core in ("cortex-m7", "cortex-m55"):
         assert re.search(rf"^{core} \(qemu mps[23]-an5\d\d\)$", result.stdout, re.M)
-    row = re.search(r"^avg_pool2d\s+ok\s+ok\s+ok\s+(\d+)\s+(\d+)/128\s+(\d+)\s+PASS\s*$", result.stdout, re.M)
-    assert row and int(row.group(1)) <= 1 and int(row.group(3)) > 1000
+    # dialect, verify, sim, memory oracle all ok; 0 LSB from the integer reference
+    row = re.search(r"^avg_pool2d\s+ok\s+ok\s+ok\s+ok\s+(\d+)\s+(\d+)/128\s+(\d+)\s+PASS\s*$", result.stdout, re.M)
+    assert row and int(row.group(1)) == 0 and int(row.group(2)) == 0 and int(row.group(3)) > 1000
     assert re.search(r"^avg_pool2d\s+cortex-m7, cortex-m55\s+bit-identical\s*$", result.stdout, re.M)
     suites = {s.name: s for s in JUnitXml.fromfile(str(junit))}
     assert set(suites) == {"cortex-m7", "cortex-m55", "cross-core"}
@@ -105,7 +129,7 @@ def test_known_failures_and_user_case_files(cache, tmp_path):
     )
     result = cortexm_test("--cases", str(cases), "--target", "cortex-m7", cache=cache)
     assert result.returncode == 1  # the XPASS fails the run: the "defect" is not there
-    assert re.search(r"^my_linear\s+-\s+ok\s+skipped\s.*PASS\s*$", result.stdout, re.M), result.stdout
+    assert re.search(r"^my_linear\s+-\s+ok\s+not run\s.*NOT RUN\s*$", result.stdout, re.M), result.stdout
     assert "XPASS my_claimed_broken cortex-m7: expected to fail (pretend defect) but passed" in result.stdout
 
     for attempt in range(2):

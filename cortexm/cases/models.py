@@ -93,19 +93,16 @@ class AutoEncoder(nn.Module):
         return self.net(x)
 
 
-@register("keyword_spotting", "DS-CNN keyword spotter (MLPerf Tiny KWS), 49x10 input, 12 classes", qtol=2,
-          notes="average pool rounding and requantisation compound across 10 layers")
+@register("keyword_spotting", "DS-CNN keyword spotter (MLPerf Tiny KWS), 49x10 input, 12 classes")
 def _():
     return KeywordSpotting().eval(), (image(1, 49, 10),)
 
 
-@register("mobilenet_inverted_residual", "MobileNetV2-style net: inverted residual blocks with a residual add", qtol=2,
-          notes="average pool rounding and requantisation compound across layers")
+@register("mobilenet_inverted_residual", "MobileNetV2-style net: inverted residual blocks with a residual add")
 def _():
     return TinyMobileNet().eval(), (image(3, 32, 32),)
 
 
-@register("mlp_autoencoder", "MLP autoencoder 128-64-64-8-64-64-128 (MLPerf Tiny anomaly detection style)", qtol=2,
-          notes="requantisation compounds across 7 layers")
+@register("mlp_autoencoder", "MLP autoencoder 128-64-64-8-64-64-128 (MLPerf Tiny anomaly detection style)")
 def _():
     return AutoEncoder().eval(), (vector(1, 128),)

@@ -116,13 +116,13 @@ def _():
 
 
 @register("transpose_conv2d_narrow_filter", "4x1 transposed convolution, stride (1, 2): the filter narrower than the stride",
-          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_NARROW_FILTER,))
+          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_SCRATCH,))
 def _():
     return layer(nn.ConvTranspose2d(4, 4, (4, 1), stride=(1, 2)), image(4, 4, 5))
 
 
 @register("transpose_conv2d_pointwise_stride", "1x1 transposed convolution, stride (2, 3), of a 1x1 input",
-          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_NARROW_FILTER,))
+          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_SCRATCH,))
 def _():
     return layer(nn.ConvTranspose2d(1, 1, 1, stride=(2, 3), bias=False), image(1, 1, 1))
 
@@ -172,7 +172,7 @@ def _():
 
 # --- pooling ------------------------------------------------------------------
 
-@register("avg_pool2d", "2x2 average pool, stride 2", notes="CMSIS-NN rounds the integer mean; the reference averages in float")
+@register("avg_pool2d", "2x2 average pool, stride 2")
 def _():
     return layer(nn.AvgPool2d(2, 2), image(8, 8, 8))
 
@@ -232,12 +232,19 @@ def _():
 
 
 @register("mul_relu_single_channel", "multiply then ReLU of [1,1,1,2] tensors (size-1 channel and height)",
-          known_failures=(defects.EXECUTORCH_DEGENERATE_DIM_ORDER,))
+          known_failures=(defects.EXECUTORCH_DIM_ORDER_SIZE_ONE,))
 def _():
     return Apply(lambda m, a, b: torch.relu(a * b)).eval(), (image(1, 1, 2), image(1, 1, 2))
 
 
 # --- activations --------------------------------------------------------------
+
+@register("quantize_beyond_int16", "ReLU of inputs up to 400x the calibrated range (quantize must saturate)",
+          known_failures=(defects.EXECUTORCH_QUANTIZE_MVE_WRAP,))
+def _():
+    calibration = [(vector(2, 32),) for _ in range(4)]
+    return Apply(lambda m, x: torch.relu(x)).eval(), (torch.linspace(-400.0, 400.0, 64).reshape(2, 32),), calibration
+
 
 @register("relu", "standalone ReLU")
 def _():

@@ -82,10 +82,12 @@ class Runner:
     seconds: float  # how long the build took (when it was made)
     options: BuildOptions = field(default_factory=BuildOptions)
 
-    def identities(self) -> dict[str, str | None]:
-        """The trees it was built from, as cortexm.defects names them ("git:<rev>" or "nar:<hash>")."""
-        inputs = json.loads((self.build_dir / "build.json").read_text())["inputs"]
-        return {"cmsis-nn": inputs.get("cmsis-nn"), "executorch-runtime": inputs.get("executorch")}
+    def trees(self) -> dict[str, Path]:
+        """The source trees it was built from, as cortexm.defects names the components
+        (empty for a runner whose build.json does not record them)."""
+        record = json.loads((self.build_dir / "build.json").read_text())
+        et, nn = (record.get("trees") or [None, None])[:2]
+        return {k: Path(v) for k, v in (("executorch-runtime", et), ("cmsis-nn", nn)) if v}
 
 
 BUILD_CACHE_ENV = "CORTEXM_BUILD_CACHE"
@@ -152,9 +154,10 @@ def build_runner(
         "torch": found.torch_version,
         "project": identity.files_digest(paths.kernels(), paths.boards()),
     }
-    # One CMake folder serves builds that differ in operators, options or the project's
-    # own files: ninja rebuilds what those change (it tracks files and command lines).
-    shared = {k: v for k, v in inputs.items() if k not in ("project", "options")}
+    # One CMake folder serves builds that differ in operators, options, the project's own
+    # files or the trees' content (a contributor's edit): ninja rebuilds what those change (it
+    # tracks files and command lines). Only where the trees are, and the tools, pick the folder.
+    shared = {k: v for k, v in inputs.items() if k not in ("project", "options", "executorch", "cmsis-nn")}
     work_key = _digest({**shared, "paths": [str(et), str(nn)]})[:12]
     inputs["ops"] = list(selected)
     key = _digest(inputs)[:20]
@@ -177,8 +180,12 @@ def build_runner(
         say(f"building the {core.name} runner for {board} ({len(selected)} operators) in {work}")
         started = time.monotonic()
         _configure(work, core, board, selected, options, et, nn, found)
+        from cortexm import progress as progress_mod
+
+        task = progress_mod.task(progress, f"building the {core.name} runner")
         _run(work, [found.cmake, "--build", str(work), "--parallel", str(jobs or build_jobs())], "build.log",
-             f"building the {core.name} runner")
+             f"building the {core.name} runner", task)
+        task.done()
         seconds = time.monotonic() - started
         _publish(work, out, {"key": key, "inputs": inputs, "seconds": round(seconds, 1), "trees": [str(et), str(nn)]})
     say(f"built {out / ELF_NAME} in {seconds:.0f} s")
@@ -241,11 +248,22 @@ def _configure(work: Path, core: Core, board: str, ops: tuple[str, ...], options
     _run(work, command, "configure.log", f"configuring the {core.name} runner build")
 
 
-def _run(work: Path, command: list[str], log_name: str, what: str) -> None:
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+def _run(work: Path, command: list[str], log_name: str, what: str, task=None) -> None:
+    """Runs a build step into its log; ninja's [N/M] lines move `task` along."""
     log = work / log_name
     with open(log, "w") as f:
-        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   text=True, errors="replace")
+        for line in process.stdout:
+            f.write(line)
+            step = _NINJA_STEP.match(line)
+            if step and task is not None:
+                task.update(completed=int(step.group(1)), total=int(step.group(2)))
+        returncode = process.wait()
+    if returncode != 0:
         raise CortexmError(f"{what} failed: {first_problem(log.read_text(errors='replace'))} (log: {log})")
 
 

@@ -16,10 +16,16 @@ from cortexm.errors import CortexmError
 # Another arm-none-eabi installation, e.g. /opt/arm-gnu-toolchain/bin/arm-none-eabi-
 TOOLCHAIN_PREFIX_ENV = "CORTEXM_TOOLCHAIN_PREFIX"
 FLATC_ENV = "CORTEXM_FLATC"
-INSTALL_GCC = (
-    "install the Arm GNU toolchain (Debian: apt install gcc-arm-none-eabi libnewlib-arm-none-eabi "
-    f"libstdc++-arm-none-eabi-newlib) or set {TOOLCHAIN_PREFIX_ENV}"
-)
+# How to get each host tool: one line for every way a user may have.
+INSTALL = {
+    "arm-none-eabi-gcc": (
+        "Debian/Ubuntu: sudo apt install gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib; "
+        f"macOS: brew install --cask gcc-arm-embedded; or work inside `nix develop`; another install: set {TOOLCHAIN_PREFIX_ENV}"),
+    "qemu-system-arm": "Debian/Ubuntu: sudo apt install qemu-system-arm (7.2 or newer); macOS: brew install qemu; "
+                       "or work inside `nix develop`",
+    "cmake": "Debian/Ubuntu: sudo apt install cmake ninja-build; macOS: brew install cmake ninja; or work inside `nix develop`",
+}
+INSTALL_GCC = INSTALL["arm-none-eabi-gcc"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,10 @@ def gcc_version(prefix: str | None = None) -> str:
         out = subprocess.run([gcc, "--version"], capture_output=True, text=True, timeout=30)
     except OSError:
         raise CortexmError(f"{gcc} not found: {INSTALL_GCC}") from None
+    # A bare compiler without newlib builds nothing: its specs file is the tell.
+    specs = subprocess.run([gcc, "-print-file-name=rdimon.specs"], capture_output=True, text=True, timeout=30).stdout.strip()
+    if not Path(specs).is_absolute():
+        raise CortexmError(f"{gcc} has no newlib C library (no rdimon.specs): {INSTALL_GCC}")
     return (out.stdout.splitlines() or ["unknown"])[0]
 
 
@@ -73,7 +83,7 @@ def cmake() -> tuple[str, str]:
     """cmake and the generator to use with it (Ninja when available)."""
     found = shutil.which("cmake")
     if found is None:
-        raise CortexmError("cmake not found on PATH (3.20 or newer; Debian: apt install cmake ninja-build)")
+        raise CortexmError(f"cmake not found on PATH (3.20 or newer): {INSTALL['cmake']}")
     return found, "Ninja" if shutil.which("ninja") else "Unix Makefiles"
 
 

@@ -11,11 +11,12 @@ import shutil
 from pathlib import Path
 
 from cortexm.errors import CortexmError
+from cortexm.firmware.tools import INSTALL as INSTALL_HINTS
 from cortexm.sim.protocol import SimResult, run_process
 from cortexm.targets import CORES, Core
 
 ICOUNT_SHIFT = 6
-INSTALL = "install QEMU 7.2 or newer (Debian: apt install qemu-system-arm)"
+INSTALL = INSTALL_HINTS["qemu-system-arm"]
 
 
 class Qemu:

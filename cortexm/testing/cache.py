@@ -1,9 +1,11 @@
 """Exports cached by content: what went into them decides whether they are reused.
 
 The key covers the case (its name, and for a user file its text), the core and
-layout, the cortexm code that lowers (export, modelsource, dialect, cases) and
-the installed torch and ExecuTorch. A second `cortexm test` with nothing
-changed reads every .pte from here without importing torch.
+layout, the cortexm code that lowers (export, modelsource, dialect, cases), the
+installed torch and ExecuTorch, and the content of every file of the cortex_m
+backend the lowering reads (an ExecuTorch tree's, or the wheel's: see
+cortexm.backend_source), so a change in a contributor's tree re-exports. A second
+`cortexm test` with nothing changed reads every .pte from here without importing torch.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from cortexm import backend_source
 from cortexm.sources import cache_dir
 
-_LOWERING_CODE = ("export.py", "modelsource.py", "dialect.py", "cases")
+_LOWERING_CODE = ("export.py", "modelsource.py", "dialect.py", "cases", "backend_source.py", "testing/app.py")
 
 
 @lru_cache(maxsize=None)
-def _code_fingerprint() -> str:
+def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for name in _LOWERING_CODE:
@@ -42,11 +45,13 @@ def _code_fingerprint() -> str:
         h.update(str(version.git_version).encode())
     except ImportError:
         pass
+    h.update(backend_source.fingerprint(lowering_tree, helper).encode())
     return h.hexdigest()
 
 
 def key(case: str, core: str, layout: str, case_file: Path | None = None) -> str:
-    h = hashlib.sha256(_code_fingerprint().encode())
+    backend_source.activate_from_environment()
+    h = hashlib.sha256(_code_fingerprint(backend_source.active_tree(), backend_source.active_helper()).encode())
     h.update(f"{case}\0{core}\0{layout}".encode())
     if case_file is not None:
         h.update(case_file.read_bytes())

@@ -18,16 +18,18 @@ class RunnerSimulator:
         self.core, self.sim_name, self.runner, self.fvp = core, sim_name, runner, fvp
         self.sources = dict(executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src)
         self.name = f"{sim_name} {runner.board}"
-        self.identities = runner.identities()  # which trees a known defect is checked against
+        # Where a known defect's files are looked up: the trees this runner was built from.
+        self.locators = {component: (lambda rel, root=root: root / rel) for component, root in runner.trees().items()}
 
-    def run(self, pte: Path, core: Core) -> SimOutcome:
+    def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome:
         from cortexm.firmware import model_ops
         from cortexm.run import RunError, run_pte
 
         # A program calling an operator the suite's runner lacks gets a runner of its own.
         runner = self.runner if set(model_ops(pte)) <= set(self.runner.ops) else None
         try:
-            result = run_pte(pte, core, self.sim_name, runner=runner, fvp=self.fvp, **self.sources)
+            result = run_pte(pte, core, self.sim_name, inputs, runner=runner, fvp=self.fvp, extra_args=extra_args,
+                             **self.sources)
         except RunError as e:
             return SimOutcome([], e.result.instructions, e.result.log, str(e).split(": ", 1)[-1])
         return SimOutcome(result.outputs, result.instructions, result.log, None)

@@ -3,28 +3,44 @@
 from __future__ import annotations
 
 from cortexm.report import console, table
+from cortexm.testing.app import grid_coverage
 
 
 def print_summary(results, checks, options, elapsed: float) -> None:
+    from cortexm import backend_source
+
     out = console()
+    out.print(f"lowered by {backend_source.describe()}", markup=False)
     for core in dict.fromkeys(r.core for r in results):
         rows = [r for r in results if r.core == core]
         sim = options.simulators.get(core)
         sim_name = getattr(sim, "name", None) or "no simulator"
-        table(["case", "dialect", "verify", "sim", "max|diff| LSB", "mismatches", "instructions", "status"],
-              [[r.case, r.dialect, r.verify, r.sim, _num(r.max_lsb), _ratio(r), _num(r.instructions), r.status] for r in rows],
+        table(["case", "dialect", "verify", "sim", "memory", "max|diff| LSB", "mismatches", "instructions", "status"],
+              [[r.case, r.dialect, r.verify, r.sim, r.memory, _num(r.max_lsb), _ratio(r), _num(r.instructions), r.status]
+               for r in rows],
               title=f"{core} ({sim_name})")
-        counts = {s: sum(r.status == s for r in rows) for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR")}
+        counts = {s: sum(r.status == s for r in rows) for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN")}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
         if isinstance(sim, str):
             out.print(f"{core}: simulator runs skipped: {sim}")
         out.print()
     if checks:
         table(["case", "cores", "cross-core"],
-              [[c.case, ", ".join(c.cores), "bit-identical" if c.agree else c.line().split(": ", 1)[1]] for c in checks],
+              [[c.case, ", ".join(c.cores), _cross_core_cell(c)] for c in checks],
               title="cross-core (same case, every core's runner)")
         out.print(f"cross-core: {sum(c.agree for c in checks)} bit-identical, {sum(c.failed for c in checks)} differ"
-                  + (f", {sum(not c.agree and not c.failed for c in checks)} differ by design" if any(c.expected for c in checks) else ""))
+                  + (f", {sum(not c.agree and not c.failed for c in checks)} differ as expected" if any(c.expected for c in checks) else ""))
+        out.print()
+    coverage = grid_coverage(results)
+    if coverage:
+        rows = []
+        for op, dims in coverage.items():
+            classes = [(d, v) for d, values in dims.items() for v, hit in values.items()]
+            missing = [f"{d}={v}" for d, values in dims.items() for v, hit in values.items() if not hit]
+            rows.append([op, f"{len(classes) - len(missing)}/{len(classes)}", ", ".join(missing[:6])
+                         + (f", ... ({len(missing)})" if len(missing) > 6 else "") or "-"])
+        table(["operator", "parameter classes simulated", "not simulated"], rows,
+              title="grid coverage (--grid full: every pair of classes)")
         out.print()
     for c in checks:
         if c.failed:
@@ -34,9 +50,22 @@ def print_summary(results, checks, options, elapsed: float) -> None:
             out.print(f"[bold]{r.status} {r.case} {r.core}[/bold]: {r.reason}")
             if r.details:
                 out.print("\n".join("    " + line for line in r.details.splitlines()[:40]), markup=False)
-    out.print(f"{len(results)} results in {elapsed:.1f} s; "
+    not_run = [r for r in results if r.status == "NOT RUN"]
+    if not_run:
+        reasons = dict.fromkeys(r.reason for r in not_run)
+        out.print(f"[bold]NOT RUN[/bold]: {len(not_run)} results were checked but never simulated: " + "; ".join(reasons),
+                  markup=True)
+    out.print(f"{len(results)} results in {elapsed:.1f} s; {sum(r.status == 'PASS' for r in results)} passed, "
               f"{sum(r.failed for r in results) + sum(c.failed for c in checks)} failed, "
-              f"{sum(r.status == 'XFAIL' for r in results)} expected failures")
+              f"{sum(r.status == 'XFAIL' for r in results)} expected failures, {len(not_run)} not simulated")
+
+
+def _cross_core_cell(c) -> str:
+    if c.agree:
+        return "bit-identical"
+    if c.expected:
+        return f"differ as expected ({c.expected.split(':')[0]}); first at {c.first_difference}"
+    return c.line().split(": ", 1)[1]
 
 
 def _num(v) -> str:

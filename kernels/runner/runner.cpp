@@ -4,12 +4,21 @@
 // its tooling works unchanged:
 //
 //   executor_runner -m program.pte -o out -i i0.bin [-i i1.bin ...] [--icount-shift N]
+//                   [--guard BYTES] [--fill BYTE]
 //
 // The program and inputs are read from the host at run time, inputs as raw bytes
 // in the program's dim order (scalar inputs: 8-byte int64/float64, 1-byte bool);
 // output K is written raw to out-K.bin. Failures are `E `/`F ` lines and a
 // non-zero exit status. The time of execute() is printed in SysTick ticks; given
 // the QEMU -icount shift it is also printed as an exact instruction count.
+//
+// --guard BYTES puts a guard region of that size before and after every planned
+// buffer, filled with a pattern, runs the method one instruction at a time and
+// checks every guard after each: a kernel writing outside its buffers is named by
+// instruction, buffer and bytes (`E guard: ...`, exit 7). With a program planned one
+// tensor per buffer (cortexm.memory_plan) that names the tensor. --fill BYTE fills
+// the planned buffers before the run: two runs with different fills that give
+// different outputs read memory nothing wrote.
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -53,7 +62,7 @@ using executorch::runtime::TensorInfo;
 
 constexpr int kMaxArgs = 40;
 constexpr size_t kMaxInputs = 16;
-constexpr size_t kMaxPlannedBuffers = 8;
+constexpr size_t kMaxPlannedBuffers = 512;  // a program planned one tensor per buffer has many
 constexpr size_t kMaxOutputs = 16;
 
 struct File {
@@ -67,6 +76,8 @@ struct Options {
   const char* inputs[kMaxInputs] = {};
   size_t input_count = 0;
   int icount_shift = -1;  // QEMU's -icount shift; -1 when not on QEMU
+  size_t guard = 0;  // bytes of guard around each planned buffer; 0: none
+  int fill = -1;  // byte to fill the planned buffers with before the run; -1: none
 };
 
 [[noreturn]] void fail(int status) {
@@ -95,6 +106,10 @@ Options parse_arguments(int argc, char** argv) {
       options.inputs[options.input_count++] = value;
     } else if (std::strcmp(flag, "--icount-shift") == 0) {
       options.icount_shift = std::atoi(value);
+    } else if (std::strcmp(flag, "--guard") == 0) {
+      options.guard = static_cast<size_t>(std::atoi(value));
+    } else if (std::strcmp(flag, "--fill") == 0) {
+      options.fill = std::atoi(value) & 0xff;
     } else {
       // Upstream's runner ignores what it does not know (e.g. --server_mode); so do we.
       std::printf("I ignoring %s %s\n", flag, value);
@@ -232,6 +247,50 @@ bool write_output(const EValue& value, const char* base, size_t index) {
   return true;
 }
 
+// The guard byte at position i of a buffer's guard: varied, so a kernel writing a
+// constant (zeros, a zero point) cannot match it by chance.
+uint8_t guard_byte(size_t buffer, size_t i) {
+  return static_cast<uint8_t>(0xA5u ^ (i * 29u) ^ (buffer * 101u));
+}
+
+struct Guarded {
+  uint8_t* before = nullptr;  // `guard` bytes, then the buffer, then `guard` bytes
+  size_t size = 0;
+};
+
+// Reports every guard the last instruction changed; true when all are intact.
+bool guards_intact(const Guarded* buffers, size_t count, size_t guard, size_t instruction) {
+  bool intact = true;
+  for (size_t id = 0; id < count; id++) {
+    for (int side = 0; side < 2; side++) {
+      const uint8_t* region = side == 0 ? buffers[id].before : buffers[id].before + guard + buffers[id].size;
+      long first = -1, last = -1;
+      for (size_t i = 0; i < guard; i++) {
+        if (region[i] != guard_byte(id, side * guard + i)) {
+          last = static_cast<long>(i);
+          if (first < 0) {
+            first = static_cast<long>(i);
+          }
+        }
+      }
+      if (first < 0) {
+        continue;
+      }
+      intact = false;
+      if (side == 1) {
+        std::printf("E guard: instruction %u wrote past the end of planned buffer %u (%lu B): bytes %ld to %ld after it\n",
+                    static_cast<unsigned>(instruction), static_cast<unsigned>(id), static_cast<unsigned long>(buffers[id].size),
+                    first, last);
+      } else {
+        std::printf("E guard: instruction %u wrote before the start of planned buffer %u (%lu B): bytes %ld to %ld before it\n",
+                    static_cast<unsigned>(instruction), static_cast<unsigned>(id), static_cast<unsigned long>(buffers[id].size),
+                    static_cast<long>(guard) - first, static_cast<long>(guard) - last);
+      }
+    }
+  }
+  return intact;
+}
+
 void print_u64(const char* label, uint64_t value) {
   // newlib's printf may lack %llu: print in two parts.
   if (value >= 1000000000ull) {
@@ -278,15 +337,28 @@ int run(const Options& options) {
     std::printf("E method %s plans %u memory buffers, the runner handles %u\n", *method_name, static_cast<unsigned>(planned_count), static_cast<unsigned>(kMaxPlannedBuffers));
     return cortexm::kExitFailed;
   }
-  Span<uint8_t> planned[kMaxPlannedBuffers];
+  static Span<uint8_t> planned[kMaxPlannedBuffers];
+  static Guarded guarded[kMaxPlannedBuffers];
   size_t planned_total = 0;
   for (size_t id = 0; id < planned_count; id++) {
     size_t size = static_cast<size_t>(meta->memory_planned_buffer_size(id).get());
     char what[48];
     std::snprintf(what, sizeof(what), "planned buffer %u", static_cast<unsigned>(id));
-    uint8_t* buffer = size ? arena.take(size, what) : nullptr;
-    if (size && buffer == nullptr) {
+    size_t taken = size + 2 * options.guard;
+    uint8_t* memory = taken ? arena.take(taken, what) : nullptr;
+    if (taken && memory == nullptr) {
       return cortexm::kExitMemory;
+    }
+    uint8_t* buffer = size ? memory + options.guard : nullptr;
+    if (options.guard) {
+      guarded[id] = Guarded{memory, size};
+      for (size_t i = 0; i < options.guard; i++) {
+        memory[i] = guard_byte(id, i);
+        memory[options.guard + size + i] = guard_byte(id, options.guard + i);
+      }
+    }
+    if (options.fill >= 0 && size) {
+      std::memset(buffer, options.fill, size);
     }
     planned[id] = Span<uint8_t>(buffer, size);
     planned_total += size;
@@ -322,16 +394,34 @@ int run(const Options& options) {
     }
   }
 
-  board_counter_start();
-  Error status = method->execute();
-  uint64_t ticks = board_counter_read();
-  if (status != Error::Ok) {
-    std::printf("E executing method %s failed: %s (0x%x)\n", *method_name, executorch::runtime::to_string(status), static_cast<unsigned>(status));
-    return temp_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
-  }
-  print_u64("ticks", ticks);
-  if (options.icount_shift >= 0) {
-    print_u64("instructions", ticks_to_instructions(ticks, options.icount_shift));
+  if (options.guard) {
+    // One instruction at a time, every guard checked after each (not timed).
+    for (size_t instruction = 0;; instruction++) {
+      Error status = method->step();
+      if (status == Error::EndOfMethod) {
+        break;
+      }
+      if (!guards_intact(guarded, planned_count, options.guard, instruction)) {
+        return cortexm::kExitGuard;
+      }
+      if (status != Error::Ok) {
+        std::printf("E executing method %s failed at instruction %u: %s (0x%x)\n", *method_name,
+                    static_cast<unsigned>(instruction), executorch::runtime::to_string(status), static_cast<unsigned>(status));
+        return temp_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
+      }
+    }
+  } else {
+    board_counter_start();
+    Error status = method->execute();
+    uint64_t ticks = board_counter_read();
+    if (status != Error::Ok) {
+      std::printf("E executing method %s failed: %s (0x%x)\n", *method_name, executorch::runtime::to_string(status), static_cast<unsigned>(status));
+      return temp_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
+    }
+    print_u64("ticks", ticks);
+    if (options.icount_shift >= 0) {
+      print_u64("instructions", ticks_to_instructions(ticks, options.icount_shift));
+    }
   }
 
   size_t output_count = method->outputs_size();

@@ -341,6 +341,7 @@ let
         "numpy"
         "packaging"
         "poetry-core"
+        "pybind11"
         "pyelftools"
         "pytest"
         "pyyaml"

@@ -1,0 +1,81 @@
+"""CMSIS-NN's buffer-size Python module, built from the CMSIS-NN tree the runner uses.
+
+What enters: a CMSIS-NN source tree. What leaves: the path of its `cmsis_nn` extension
+module (Source/Bindings, CMake option CMSISNN_BUILD_PYBIND) for this Python, built once
+per tree content and cached beside the runner builds.
+
+ExecuTorch's scratch pass sizes every buffer with this module; the wheel bundles one,
+built from whatever CMSIS-NN the wheel was made with. A tree whose buffer-size functions
+differ (a fix such as CMSIS-NN PR #243, or a contributor's change) must plan with its own,
+or the program's planned sizes and the kernels' needs (which the runtime checks) come
+from two different CMSIS-NNs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from cortexm.errors import CortexmError
+from cortexm.firmware import identity
+
+RECORD = "helper.json"
+
+
+def build_helper(tree: Path, progress=None) -> Path:
+    """The module built from `tree` (built now if the cache has none)."""
+    from cortexm import progress as progress_mod
+    from cortexm.firmware.build import _locked, _run, builds_dir
+
+    try:
+        import pybind11
+    except ImportError:
+        raise CortexmError("pybind11 is not installed (pip install pybind11): CMSIS-NN's module cannot be built") from None
+    if shutil.which("cmake") is None:
+        raise CortexmError("cmake not found: CMSIS-NN's module cannot be built")
+    ident = identity.tree(tree)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    key = hashlib.sha256(json.dumps([ident.key, sys.version, pybind11.__version__, suffix]).encode()).hexdigest()[:16]
+    out = builds_dir() / "cmsis-nn-helper" / key
+    module = out / f"cmsis_nn{suffix}"
+    if module.is_file() and (out / RECORD).is_file():
+        return module
+    work = builds_dir() / "work" / f"cmsis-nn-helper-{key}"
+    work.mkdir(parents=True, exist_ok=True)
+    with _locked(work / ".lock"):
+        if module.is_file() and (out / RECORD).is_file():
+            return module
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        _run(work, ["cmake", *generator, "-S", str(tree), "-B", str(work), "-DCMSISNN_BUILD_PYBIND=ON",
+                    "-DCMAKE_BUILD_TYPE=Release", f"-DPython3_EXECUTABLE={sys.executable}",
+                    f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"], "configure.log",
+             "configuring CMSIS-NN's buffer-size module")
+        task = progress_mod.task(progress, "building CMSIS-NN's buffer-size module for the lowering")
+        _run(work, ["cmake", "--build", str(work), "--target", "cmsis_nn"], "build.log",
+             "building CMSIS-NN's buffer-size module", task)
+        task.done()
+        built = next(work.glob(f"cmsis_nn{suffix}"), None)
+        if built is None:
+            raise CortexmError(f"building CMSIS-NN's buffer-size module left no cmsis_nn{suffix} in {work}")
+        staging = out.with_name(out.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        shutil.copy2(built, staging / module.name)
+        (staging / RECORD).write_text(json.dumps({"tree": str(tree), "identity": ident.describe()}) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        staging.rename(out)
+    return module
+
+
+def origin(module: Path) -> str:
+    """'CMSIS-NN's module built from TREE (identity)', from the record beside it."""
+    try:
+        record = json.loads((Path(module).parent / RECORD).read_text())
+    except (OSError, ValueError):
+        return f"CMSIS-NN's module {module}"
+    return f"CMSIS-NN's module built from {record['tree']} ({record['identity']})"
