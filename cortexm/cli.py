@@ -76,6 +76,36 @@ def _choose_lowering(executorch_src: str | None, lowering: str = "tree", cmsis_n
         click.echo(f"warning: {note}", err=True)
 
 
+def _coverage(options, out_dir: Path) -> dict:
+    """core -> per-file coverage, collected and printed (cortexm.coverage)."""
+    from cortexm import coverage
+    from cortexm.report import table
+
+    covered, rows = {}, []
+    for core, simulator in options.simulators.items():
+        if isinstance(simulator, str):
+            continue
+        try:
+            files = covered[core] = coverage.collect(simulator.runner, out_dir / core)
+        except CortexmError as e:
+            click.echo(f"warning: {e}", err=True)
+            continue
+        for label, prefix in (("cortex_m kernels", "executorch/backends/cortex_m/ops/"), ("CMSIS-NN", "cmsis-nn/Source/")):
+            lines_run, lines, functions_run, functions = coverage.totals(files, prefix)
+            rows.append([core, label, f"{lines_run}/{lines} ({100 * lines_run / max(lines, 1):.0f} %)",
+                         f"{functions_run}/{functions} ({100 * functions_run / max(functions, 1):.0f} %)"])
+    if rows:
+        table(["core", "code", "lines executed", "functions executed"], rows,
+              title=f"coverage (per file: {out_dir}/<core>/cobertura.xml, lcov.info)")
+        kernels = sorted({f.path for files in covered.values() for f in files
+                          if f.path.startswith("executorch/backends/cortex_m/ops/")})
+        table(["cortex_m kernel file", *covered],
+              [[path.rsplit("/", 1)[1], *(next((f"{f.lines_executed}/{f.lines}" for f in files if f.path == path), "-")
+                                           for files in covered.values())] for path in kernels],
+              title="lines executed per file")
+    return covered
+
+
 def _fetch_missing_trees(executorch_src: str | None, cmsis_nn_src: str | None, offline: bool, progress) -> None:
     """The main job needs the pinned source trees: fetch what is missing, or say in one line
     why it cannot be had (the run goes on and reports what it could not simulate)."""
@@ -323,9 +353,12 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @click.option("--executorch-src", help="ExecuTorch tree: the runner is built from it and its backends/cortex_m Python lowers.")
 @click.option("--cmsis-nn-src", help="CMSIS-NN tree for the runner build.")
 @click.option("--offline", is_flag=True, help="Do not download the pinned trees when none is found.")
+@click.option("--coverage", "coverage_dir", type=click.Path(file_okay=False),
+              help="Build the runners with gcov counters and write, per core, which lines and functions of the "
+                   "cortex_m kernels and CMSIS-NN ran: DIR/<core>/cobertura.xml, lcov.info and a table.")
 @_lowering_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
-             executorch_src, cmsis_nn_src, offline, lowering) -> int:
+             executorch_src, cmsis_nn_src, offline, coverage_dir, lowering) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm import backend_source, library
     from cortexm.testing import app, simulate
@@ -346,13 +379,23 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
             library=library.load(library_path) if library_path else None,
             jobs=max(1, jobs), grid=grid,
         )
-        options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress)
+        options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
+                                                 coverage=bool(coverage_dir))
+        if coverage_dir:
+            from cortexm import coverage
+
+            for simulator in options.simulators.values():
+                if not isinstance(simulator, str):
+                    coverage.reset(simulator.runner)
+            options.sim_jobs = 1  # a core's runs must not write its counters at once
         results = app.run(options, progress=progress)
     checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started
     print_summary(results, checks, options, elapsed)
+    covered = _coverage(options, Path(coverage_dir)) if coverage_dir else {}
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
-            "lowering": backend_source.describe()}
+            "lowering": backend_source.describe(),
+            "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()}}
     if junit:
         Path(junit).write_text(app.to_junit(results, checks))
     if json_path:

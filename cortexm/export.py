@@ -94,7 +94,7 @@ def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     _quiet_loggers()
-    config = CortexMTargetConfig.from_target_string(core.name)
+    config = CortexMTargetConfig.from_target_string(core.target_string)
     if layout == "explicit":
         bundle.example_inputs = tuple(t.contiguous() for t in bundle.example_inputs)
         bundle.calibration = [tuple(t.contiguous() for t in s) for s in bundle.calibration]

@@ -83,26 +83,31 @@ _GUARD = re.compile(r"^E guard: instruction (\d+) wrote (past the end|before the
 def guard_failures(log: str, pte: Path) -> list[str]:
     """The runner's guard lines (`--guard`), each as one line naming the kernel call, the
     argument whose buffer it overran and by how many bytes."""
-    from cortexm import library
-    from cortexm.pte import load
-
-    plan = load(pte).plan()
-    placed = layout(plan)
     lines = []
     for m in _GUARD.finditer(log):
         instruction, where, buffer, size = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
         extent = max(abs(int(m.group(5))), abs(int(m.group(6)))) + (1 if where == "past the end" else 0)
-        call = plan.instructions[instruction] if instruction < len(plan.instructions) else None
-        # The runner counts planned buffers from 0; memory id 0 is reserved, so buffer k is id k + 1.
-        values = {p.value for p in placed.get(buffer + 1, [])}
-        if call is None or not hasattr(call, "op_index"):
-            lines.append(f"instruction {instruction} wrote {extent} bytes {where} of planned buffer {buffer} ({size} B)")
-            continue
-        op = plan.operators[call.op_index].qualified_name
-        names = library.arguments_for(op, len(call.args), library.installed()) or ()
-        args = [names[k] if k < len(names) else f"argument {k}" if k < len(call.args) - 1 else "out"
-                for k, index in enumerate(call.args) if index in values]
-        whose = f"its {' / '.join(dict.fromkeys(args))}" if args else f"planned buffer {buffer}, not one of its arguments"
-        number = sum(1 for i in plan.instructions[:instruction + 1] if hasattr(i, "op_index"))
-        lines.append(f"call {number} {op} (instruction {instruction}) wrote {extent} bytes {where} of {whose} ({size} B)")
+        call, whose = describe(pte, instruction, buffer)
+        lines.append(f"{call} wrote {extent} bytes {where} of {whose} ({size} B)")
     return lines
+
+
+def describe(pte: Path, instruction: int, buffer: int | None) -> tuple[str, str]:
+    """('call N op (instruction K)', 'its scratch') for an access by instruction K to the
+    runner's planned buffer `buffer` (counted from 0, as the runner does; memory id 0 is
+    reserved, so it is memory id buffer + 1)."""
+    from cortexm import library
+    from cortexm.pte import load
+
+    plan = load(pte).plan()
+    call = plan.instructions[instruction] if instruction < len(plan.instructions) else None
+    unknown = f"planned buffer {buffer}" if buffer is not None else "a buffer"
+    if call is None or not hasattr(call, "op_index"):
+        return f"instruction {instruction}", unknown
+    op = plan.operators[call.op_index].qualified_name
+    number = sum(1 for i in plan.instructions[:instruction + 1] if hasattr(i, "op_index"))
+    values = {p.value for p in layout(plan).get(buffer + 1, [])} if buffer is not None else set()
+    names = library.arguments_for(op, len(call.args), library.installed()) or ()
+    args = [names[k] if k < len(names) else "out" for k, index in enumerate(call.args) if index in values]
+    whose = f"its {' / '.join(dict.fromkeys(args))}" if args else f"{unknown}, not one of its arguments"
+    return f"call {number} {op} (instruction {instruction})", whose if buffer is not None else unknown

@@ -96,7 +96,7 @@ def run_pte(
     core = core_named(core) if isinstance(core, str) else core
     plan = load(pte).plan()
     sidecar = read_sidecar(pte)
-    simulator = sim.get(sim_name, fvp)
+    simulator = sim.for_core(core, sim_name, fvp)
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
                                   cmsis_nn_src=cmsis_nn_src, progress=progress)
@@ -150,6 +150,10 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
             shutil.copyfile(source, folder / name)
         result = simulator.run(runner.elf, core, folder, [*sim.command_line(names), *extra_args], timeout)
         raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]
+        if runner.options.coverage and (folder / "coverage.bin").is_file():
+            from cortexm import coverage
+
+            coverage.absorb(runner, (folder / "coverage.bin").read_bytes())
     finally:
         if workdir is None:
             shutil.rmtree(folder, ignore_errors=True)

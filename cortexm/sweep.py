@@ -263,6 +263,8 @@ KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
         # for strides <= 2 and more than 16 input channels), when stride_w > max(kernel_w, stride_h).
         (lambda p: p["stride"][1] > max(p["k"][1], p["stride"][0])
          and not (max(p["stride"]) <= 2 and p["cin"] > 16), "CMSIS_NN_TRANSPOSE_CONV_SCRATCH"),
+        (lambda p: p["pad"][0] > p["k"][0] - p["stride"][0] and p["pad"][0] % p["stride"][0] == 0
+         and not (max(p["stride"]) <= 2 and p["cin"] > 16), "CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN"),
     ],
 }
 

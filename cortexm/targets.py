@@ -21,10 +21,21 @@ class Core:
     qemu_machine: str | None  # qemu-system-arm -M value
     fvp_model: str | None  # Corstone FVP binary that runs this core's code
     board: str | None  # board support folder under fvp/boards for runner builds
+    toolchain: str = "arm-none-eabi"  # kernels/toolchain/<toolchain>*.cmake; "host": the host build
+    lowering: str | None = None  # the target string ExecuTorch lowers for, when not `name`
 
     @property
     def short(self) -> str:
         return self.name.removeprefix("cortex-")
+
+    @property
+    def target_string(self) -> str:
+        """What CortexMTargetConfig.from_target_string is given for this core."""
+        return self.lowering or self.name
+
+    @property
+    def hosted(self) -> bool:
+        return self.toolchain == "host"
 
 
 CORES: tuple[Core, ...] = (
@@ -35,6 +46,10 @@ CORES: tuple[Core, ...] = (
     Core("cortex-m33", "DSP", ("-mcpu=cortex-m33", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"), "mps2-an505", None, "mps2-an505"),
     Core("cortex-m55", "MVE", ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"), "mps3-an547", "FVP_Corstone_SSE-300_Ethos-U55", "mps3-an547"),
     Core("cortex-m85", "MVE", ("-mcpu=cortex-m85", "-mthumb", "-mfloat-abi=hard"), None, "FVP_Corstone_SSE-310", None),
+    # Not a Cortex-M: the runner built for this machine with AddressSanitizer and UBSan, running
+    # CMSIS-NN's scalar C on programs lowered for the scalar variant (as the M3's): a memory
+    # oracle with exact-size buffers, and a fast scalar core for the cross-core check.
+    Core("host", "SCALAR", (), None, None, "host", toolchain="host", lowering="cortex-m3"),
 )
 
 _BY_NAME = {c.name: c for c in CORES}
@@ -43,7 +58,7 @@ _BY_NAME = {c.name: c for c in CORES}
 def core(name: str) -> Core:
     """The core called `name` ('cortex-m7'; 'm7' and 'M7' are accepted too)."""
     key = name.strip().lower()
-    if not key.startswith("cortex-"):
+    if not key.startswith("cortex-") and key not in _BY_NAME:
         key = "cortex-" + key
     try:
         return _BY_NAME[key]
@@ -59,4 +74,4 @@ def upstream_backend(core: Core) -> str:
     backend_source.activate_from_environment()
     from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 
-    return CortexMTargetConfig.from_target_string(core.name).backend.name
+    return CortexMTargetConfig.from_target_string(core.target_string).backend.name

@@ -92,6 +92,18 @@ def runners(tmp_path_factory):
     patch.undo()
 
 
+@pytest.fixture(scope="session")
+def host_runner(runners):
+    """The host build of the runner (AddressSanitizer and UBSan), in the session's build cache."""
+    import shutil
+
+    from cortexm.firmware import build_runner
+
+    if shutil.which("cc") is None:
+        pytest.skip("the host build needs a C/C++ compiler (Debian/Ubuntu: sudo apt install build-essential)")
+    return build_runner("host")
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The real `cortexm` command, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "cortexm", *args], capture_output=True, text=True, cwd=cwd, timeout=600)

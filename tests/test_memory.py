@@ -36,6 +36,32 @@ def test_one_byte_past_the_output_is_caught_with_right_outputs(runners):
                         r"its out \(100 B\)", line), line
 
 
+def test_the_host_build_catches_it_with_address_sanitizer(host_runner):
+    """The same perturbed kernel in the host build: AddressSanitizer on exact-size buffers."""
+    from cortexm.firmware import BuildOptions, build_runner
+    from cortexm.targets import core
+    from cortexm.testing.simulate import RunnerSimulator
+
+    host = core("host")
+    perturbed = BuildOptions(extra_sources=(str(PERTURBATION),), link_options=("-Wl,--wrap=arm_elementwise_add_s8",))
+    runner = build_runner(host, options=perturbed)
+    [result] = _run("add", {host.name: RunnerSimulator(host, "qemu", runner)}, [host])
+    assert result.status == "FAIL"
+    [(stage, line)] = [f for f in result.failures if f[0] != "run"] or result.failures
+    assert re.fullmatch(r"AddressSanitizer heap-buffer-overflow in call \d+ cortex_m::quantized_add\.out \(instruction \d+\): "
+                        r"write of 1 B 0 B past the end of its out \(100 B\) in __wrap_arm_elementwise_add_s8 .*", line), line
+
+
+def test_the_host_build_runs_the_suite_clean(host_runner):
+    """Unperturbed, the host build passes the memory oracle and matches the integer reference."""
+    from cortexm.targets import core
+    from cortexm.testing.simulate import RunnerSimulator
+
+    host = core("host")
+    [result] = _run("conv2d", {host.name: RunnerSimulator(host, "qemu", host_runner)}, [host])
+    assert (result.status, result.memory, result.max_lsb) == ("PASS", "ok", 0)
+
+
 def test_the_unperturbed_kernel_passes_the_memory_oracle(runners):
     from cortexm.targets import core
     from cortexm.testing.simulate import RunnerSimulator

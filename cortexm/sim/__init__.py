@@ -14,11 +14,12 @@ from typing import Protocol
 
 from cortexm.errors import CortexmError
 from cortexm.sim.fvp import Fvp
+from cortexm.sim.host import Host
 from cortexm.sim.protocol import SimResult, command_line, output_path  # noqa: F401
 from cortexm.sim.qemu import Qemu
 from cortexm.targets import Core
 
-NAMES = ("qemu", "fvp")
+NAMES = ("qemu", "fvp", "host-asan")
 
 
 class Simulator(Protocol):
@@ -31,9 +32,17 @@ class Simulator(Protocol):
     def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = 120) -> SimResult: ...
 
 
+def for_core(core: Core, name: str, fvp: str | Path | None = None) -> Simulator:
+    """The simulator `name` for a Cortex-M core; the host core runs on the host build, whatever
+    was asked for the others."""
+    return Host() if core.hosted else get(name, fvp)
+
+
 def get(name: str, fvp: str | Path | None = None) -> Simulator:
     if name == "qemu":
         return Qemu()
     if name == "fvp":
         return Fvp(fvp)
+    if name == "host-asan":
+        return Host()
     raise CortexmError(f"unknown simulator {name!r}; known: {', '.join(NAMES)}")

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from cortexm.errors import CortexmError
-from cortexm.sim.protocol import MAX_COMMAND_LINE, SimResult, run_process
+from cortexm.sim.protocol import GUARD_BYTES, MAX_COMMAND_LINE, SimResult, run_process
 from cortexm.targets import CORES, Core
 
 FVP_ENV = "CORTEXM_FVP"
@@ -69,3 +69,7 @@ class Fvp:
         """Runs `elf` (built for the FVP's board) with `workdir` as the semihosting folder."""
         command = self.command(Path(elf), core, Path(workdir), argv, timeout)
         return run_process(command, Path(workdir), timeout + 30)
+
+    def memory_args(self, fill: int) -> tuple[str, ...]:
+        """The memory oracle on a simulated core: guard regions around every planned buffer."""
+        return ("--guard", str(GUARD_BYTES), "--fill", str(fill))

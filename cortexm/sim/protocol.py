@@ -20,8 +20,11 @@ PROGRAM = "program.pte"
 OUTPUT_BASE = "out"
 # The FVP truncates a longer semihosting command line.
 MAX_COMMAND_LINE = 256
+# Bytes of guard the memory oracle puts before and after every planned buffer on a core.
+GUARD_BYTES = 256
 
-_FAILURE = re.compile(r"(^[EF][: ].*$)|(^.*Hard fault.*$)|(^.*Assertion.*$)", re.MULTILINE)
+_FAILURE = re.compile(r"(^[EF][: ].*$)|(^.*Hard fault.*$)|(^.*Assertion.*$)|(^==\d+==ERROR: .*$)|(^\S+: runtime error: .*$)",
+                      re.MULTILINE)
 _COUNT = re.compile(r"^I (instructions|ticks): (\d+)\s*$", re.MULTILINE)
 
 
@@ -77,12 +80,12 @@ def output_path(workdir: Path, index: int, output_base: str = OUTPUT_BASE) -> Pa
     return Path(workdir) / f"{output_base}-{index}.bin"
 
 
-def run_process(command: list[str], workdir: Path, timeout: float) -> SimResult:
+def run_process(command: list[str], workdir: Path, timeout: float, env: dict | None = None) -> SimResult:
     """Runs a simulator to its end; the log is stdout and stderr together."""
     started = time.monotonic()
     try:
         done = subprocess.run(command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=timeout)
+                              stderr=subprocess.STDOUT, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         log = (e.stdout or b"").decode(errors="replace")
         return SimResult(-1, log, command, time.monotonic() - started, timed_out=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cortexm.errors import CortexmError
 from cortexm.firmware.tools import INSTALL as INSTALL_HINTS
-from cortexm.sim.protocol import SimResult, run_process
+from cortexm.sim.protocol import GUARD_BYTES, SimResult, run_process
 from cortexm.targets import CORES, Core
 
 ICOUNT_SHIFT = 6
@@ -56,3 +56,6 @@ class Qemu:
         command = self.command(Path(elf), core, argv)
         return run_process(command, Path(workdir), timeout)
 
+    def memory_args(self, fill: int) -> tuple[str, ...]:
+        """The memory oracle on a simulated core: guard regions around every planned buffer."""
+        return ("--guard", str(GUARD_BYTES), "--fill", str(fill))

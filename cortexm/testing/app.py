@@ -85,10 +85,11 @@ class Options:
     # Programs exported elsewhere (with their sidecar): checked and run as they are, per core.
     ptes: list[Path] = field(default_factory=list)
     grid: str = "default"  # which grid cases run: none, default, full (cortexm.cases.grid)
-    # The memory oracle: guard bytes around every planned buffer of the isolated program
-    # (0: off), and the two fills whose outputs must agree.
-    guard: int = 256
+    # The memory oracle (guards around every planned buffer on a core, sanitizers on the
+    # host), and the two fills whose outputs must agree.
+    memory: bool = True
     fills: tuple[int, int] = (0x00, 0xFF)
+    sim_jobs: int | None = None  # simulator runs at once (default: jobs)
 
 
 def select_cases(options: Options) -> list[case_registry.Case]:
@@ -345,7 +346,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         _fail(result, "compare", f"max |diff| {result.max_lsb:g} LSB > tolerance {case.qtol} LSB "
                                  f"({result.mismatches}/{result.elements} elements differ)", "\n".join(worst_lines))
     _check_upstream_reference(sidecar, result)
-    if options.guard and sidecar.get("isolated") and (pte.parent / sidecar["isolated"]).is_file():
+    if options.memory and sidecar.get("isolated") and (pte.parent / sidecar["isolated"]).is_file():
         _check_memory(pte, sidecar, simulator, core, options, result)
 
 
@@ -365,11 +366,12 @@ def _check_memory(pte: Path, sidecar: dict, simulator, core: Core, options: Opti
     inputs = [pte.parent / e["file"] for e in sidecar["inputs"]]
     runs = []
     for fill in options.fills:
-        outcome = simulator.run(isolated, core, inputs, ("--guard", str(options.guard), "--fill", str(fill)))
+        outcome = simulator.run(isolated, core, inputs, simulator.memory_args(fill))
         if outcome.failure:
             overruns = guard_failures(outcome.log, isolated)
-            _fail(result, "memory", overruns[0] if overruns else f"{simulator.name} (isolated plan, fill {fill:#04x}): "
-                                                                 f"{outcome.failure}",
+            sanitizer = outcome.failure.startswith(("AddressSanitizer", "UBSan"))
+            _fail(result, "memory", overruns[0] if overruns else outcome.failure if sanitizer else
+                  f"{simulator.name} (isolated plan, fill {fill:#04x}): {outcome.failure}",
                   "\n".join(overruns[1:]) or _tail(outcome.log))
             result.memory = "FAIL"
             return
@@ -416,6 +418,10 @@ def _fail(result: CaseResult, stage: str, reason: str, details: str = "") -> Non
 
 
 def _tail(log: str, lines: int = 15) -> str:
+    """What to look at in a simulator log: a sanitizer's report from its start, else the end."""
+    report = log.find("==ERROR: ")
+    if report >= 0:
+        return "\n".join(log[report:].splitlines()[:lines + 10])
     return "\n".join(log.rstrip().splitlines()[-lines:])
 
 
@@ -434,7 +440,7 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     from cortexm import progress as progress_mod
 
     task = progress_mod.task(progress, "verifying, running, comparing", total=len(pairs))
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, options.sim_jobs or options.jobs)) as pool:
         futures = [pool.submit(check, by_name[name], core, exported[(name, core.name)], options) for name, core in pairs]
         results = []
         for future in futures:

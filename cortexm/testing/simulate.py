@@ -17,7 +17,9 @@ class RunnerSimulator:
                  executorch_src: str | None = None, cmsis_nn_src: str | None = None) -> None:
         self.core, self.sim_name, self.runner, self.fvp = core, sim_name, runner, fvp
         self.sources = dict(executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src)
-        self.name = f"{sim_name} {runner.board}"
+        from cortexm import sim
+
+        self.name = f"{sim.for_core(core, sim_name, fvp).name} {runner.board}"
         # Where a known defect's files are looked up: the trees this runner was built from.
         self.locators = {component: (lambda rel, root=root: root / rel) for component, root in runner.trees().items()}
 
@@ -31,27 +33,40 @@ class RunnerSimulator:
             result = run_pte(pte, core, self.sim_name, inputs, runner=runner, fvp=self.fvp, extra_args=extra_args,
                              **self.sources)
         except RunError as e:
-            return SimOutcome([], e.result.instructions, e.result.log, str(e).split(": ", 1)[-1])
+            failure = str(e).split(": ", 1)[-1]
+            if core.hosted:
+                from cortexm.sim.host import sanitizer_failure
+
+                failure = sanitizer_failure(e.result.log, pte) or failure
+            return SimOutcome([], e.result.instructions, e.result.log, failure)
         return SimOutcome(result.outputs, result.instructions, result.log, None)
+
+    def memory_args(self, fill: int) -> tuple[str, ...]:
+        """Runner arguments of the memory oracle on this simulator (guards, or the sanitizers)."""
+        from cortexm import sim
+
+        return sim.for_core(self.core, self.sim_name, self.fvp).memory_args(fill)
 
 
 def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn_src: str | None,
-               progress: Callable[[str], None], fvp: str | None = None) -> dict[str, RunnerSimulator | str]:
-    """core name -> a simulator with its runner built, or the one-line reason there is none."""
+               progress: Callable[[str], None], fvp: str | None = None,
+               coverage: bool = False) -> dict[str, RunnerSimulator | str]:
+    """core name -> a simulator with its runner built (with gcov counters for `coverage`), or
+    the one-line reason there is none."""
     if sim == "none":
         return {c.name: "--sim none" for c in cores}
     from cortexm import sim as simulators_pkg
-    from cortexm.firmware import build_runner
+    from cortexm.firmware import BuildOptions, build_runner
 
     found: dict[str, RunnerSimulator | str] = {}
     for core in cores:
         try:
-            simulator = simulators_pkg.get(sim, fvp)
+            simulator = simulators_pkg.for_core(core, sim, fvp)
             board = simulator.board(core)
             simulator.require(core)  # an absent simulator says so before a runner is built for it
             progress(f"runner for {core.name} ({sim} {board})")
             runner = build_runner(core, board=board, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
-                                  progress=progress)
+                                  options=BuildOptions(coverage=coverage), progress=progress)
             found[core.name] = RunnerSimulator(core, sim, runner, fvp, executorch_src, cmsis_nn_src)
         except CortexmError as e:
             found[core.name] = str(e)

@@ -19,11 +19,12 @@ class Arena {
   uint8_t* take(size_t size, const char* what);
 
   size_t size() const { return static_cast<size_t>(end_ - begin_); }
-  size_t used() const { return static_cast<size_t>(next_ - begin_); }
+  size_t used() const { return used_ ? used_ : static_cast<size_t>(next_ - begin_); }
 
  private:
   uint8_t* begin_;
   uint8_t* next_;
+  size_t used_ = 0;  // on a hosted board, where blocks come from malloc
   uint8_t* end_;
 };
 

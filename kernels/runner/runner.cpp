@@ -4,7 +4,7 @@
 // its tooling works unchanged:
 //
 //   executor_runner -m program.pte -o out -i i0.bin [-i i1.bin ...] [--icount-shift N]
-//                   [--guard BYTES] [--fill BYTE]
+//                   [--guard BYTES] [--fill BYTE] [--trace 1]
 //
 // The program and inputs are read from the host at run time, inputs as raw bytes
 // in the program's dim order (scalar inputs: 8-byte int64/float64, 1-byte bool);
@@ -18,7 +18,9 @@
 // instruction, buffer and bytes (`E guard: ...`, exit 7). With a program planned one
 // tensor per buffer (cortexm.memory_plan) that names the tensor. --fill BYTE fills
 // the planned buffers before the run: two runs with different fills that give
-// different outputs read memory nothing wrote.
+// different outputs read memory nothing wrote. --trace 1 runs one instruction at a
+// time too and prints `I instruction K` before each, so a sanitizer's report (the host
+// build) follows the instruction that caused it.
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -78,6 +80,7 @@ struct Options {
   int icount_shift = -1;  // QEMU's -icount shift; -1 when not on QEMU
   size_t guard = 0;  // bytes of guard around each planned buffer; 0: none
   int fill = -1;  // byte to fill the planned buffers with before the run; -1: none
+  bool trace = false;  // print each instruction before it runs
 };
 
 [[noreturn]] void fail(int status) {
@@ -110,6 +113,8 @@ Options parse_arguments(int argc, char** argv) {
       options.guard = static_cast<size_t>(std::atoi(value));
     } else if (std::strcmp(flag, "--fill") == 0) {
       options.fill = std::atoi(value) & 0xff;
+    } else if (std::strcmp(flag, "--trace") == 0) {
+      options.trace = std::atoi(value) != 0;
     } else {
       // Upstream's runner ignores what it does not know (e.g. --server_mode); so do we.
       std::printf("I ignoring %s %s\n", flag, value);
@@ -362,6 +367,10 @@ int run(const Options& options) {
     }
     planned[id] = Span<uint8_t>(buffer, size);
     planned_total += size;
+    if (options.trace) {
+      std::printf("I planned buffer %u at %p, %lu B\n", static_cast<unsigned>(id), static_cast<void*>(buffer),
+                  static_cast<unsigned long>(size));
+    }
   }
   uint8_t* method_memory = arena.take(CORTEXM_METHOD_POOL_SIZE, "the method allocator pool (CORTEXM_METHOD_POOL_SIZE)");
   uint8_t* temp_memory = arena.take(CORTEXM_TEMP_POOL_SIZE, "the temp allocator pool (CORTEXM_TEMP_POOL_SIZE)");
@@ -394,9 +403,13 @@ int run(const Options& options) {
     }
   }
 
-  if (options.guard) {
+  if (options.guard || options.trace) {
     // One instruction at a time, every guard checked after each (not timed).
     for (size_t instruction = 0;; instruction++) {
+      if (options.trace) {
+        std::printf("I instruction %u\n", static_cast<unsigned>(instruction));
+        std::fflush(stdout);
+      }
       Error status = method->step();
       if (status == Error::EndOfMethod) {
         break;
@@ -449,6 +462,10 @@ int run(const Options& options) {
 
 }  // namespace
 
+#if defined(CORTEXM_COVERAGE) && !defined(CORTEXM_HOSTED)
+extern "C" void cortexm_write_coverage(void);  // runner/coverage.c
+#endif
+
 int main() {
   static char command_line[512];
   char* argv[kMaxArgs];
@@ -458,5 +475,10 @@ int main() {
     return cortexm::kExitUsage;
   }
   executorch::runtime::runtime_init();
-  return run(parse_arguments(argc, argv));
+  int status = run(parse_arguments(argc, argv));
+#if defined(CORTEXM_COVERAGE) && !defined(CORTEXM_HOSTED)
+  // On the host, libgcov writes the counters at exit; on a core the runner does.
+  cortexm_write_coverage();
+#endif
+  return status;
 }
