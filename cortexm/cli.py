@@ -405,6 +405,91 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
     return EXIT_PROBLEMS if any(r.failed for r in results) or any(c.failed for c in checks) or unsimulated else 0
 
 
+@cli.command(name="upstream-tests")
+@_targets_option(multiple=True, help_text="Core(s) to run on (repeatable; default cortex-m7 and cortex-m55).")
+@click.option("-k", "pattern", help="Only tests matching this pytest -k expression.")
+@click.option("--sim", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
+@click.option("--executorch-src", help="ExecuTorch tree: its backends/cortex_m/test and Python, its runtime.")
+@click.option("--cmsis-nn-src", help="CMSIS-NN tree for the runner build.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="upstream-tests", show_default=True,
+              help="Where each core's JUnit report, session log and statistics go.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="One JUnit report with a suite per core.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report here.")
+@click.option("--offline", is_flag=True, help="Do not download the pinned trees when none is found.")
+@_lowering_option
+def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir, junit, json_path, offline, lowering) -> int:
+    """ExecuTorch's own backends/cortex_m tests on this project's runners, one session per core.
+
+    Upstream's implementation tests run on a Corstone-300 FVP; here each run goes to the
+    core's cortexm runner on QEMU (the operators upstream's build_test_runner.sh registers,
+    and whatever else a program calls). The tests and the lowering are the tree's when one
+    is in use (--executorch-src), else the installed executorch's.
+    """
+    from cortexm import backend_source, sources
+    from cortexm.report import table
+    from cortexm.testing import upstream
+
+    cores = [_core(t).name for t in (targets or DEFAULT_TEST_CORES)]
+    with Progress() as progress:
+        _fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
+        _choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
+        tree = backend_source.active_tree()
+        folder = upstream.test_folder(tree)
+        if sources.locate(sources.EXECUTORCH, executorch_src).path is None:
+            raise CortexmError(sources.missing_message(sources.EXECUTORCH) + " (the runners are built from it)")
+        for name, value in (("CORTEXM_EXECUTORCH_SRC", executorch_src), ("CORTEXM_CMSIS_NN_SRC", cmsis_nn_src)):
+            if value:
+                os.environ[name] = str(Path(value).resolve())  # the sessions build from the same trees
+        click.echo(f"tests: {folder}\nlowered by {backend_source.describe()}", err=True)
+        runs = upstream.run_suite(folder, cores, sim, pattern, Path(out_dir), progress)
+    rows, failures, report = [], [], {"tests": str(folder), "lowering": backend_source.describe(), "cores": {}}
+    for core, run in runs.items():
+        counts, problems = upstream.verdicts(run["junit"])
+        stats = run["stats"]
+        seconds = stats.get("seconds", {})
+        sim_s, build_s = seconds.get("simulation", 0.0), seconds.get("runner builds", 0.0)
+        rows.append([core, counts["passed"], counts["failed"], counts["errors"], counts["xfailed"], counts.get("xpassed", 0),
+                     counts["skipped"],
+                     stats.get("programs", "-"), f"{run['seconds']:.0f} s",
+                     f"{max(run['seconds'] - sim_s - build_s, 0):.0f} / {sim_s:.0f} / {build_s:.0f} s"])
+        failures += [(core, *p) for p in problems]
+        report["cores"][core] = {**counts, "wall": run["seconds"], "stats": stats, "problems": problems,
+                                 "junit": str(run["junit"]), "log": str(run["log"])}
+    table(["core", "passed", "failed", "errors", "xfailed", "xpassed", "skipped", "programs run", "wall",
+           "lowering+python / simulation / runner builds"], rows,
+          title=f"ExecuTorch's cortex_m tests ({folder}) on cortexm runners ({sim})")
+    for core, run in runs.items():
+        stats = run["stats"]
+        if stats.get("runner"):
+            click.echo(f"{core} runner: {stats['runner']} ({len(stats.get('ops', []))} operators)")
+        xfails = stats.get("xfail", [])
+        if xfails:
+            # Upstream's xfail marks, as they hold here: the ones that pass are stale on this core.
+            passing = [x for x in xfails if x["outcome"] == "xpassed"]
+            click.echo(f"{core}: {len(xfails)} tests marked xfail upstream: {len(xfails) - len(passing)} fail here "
+                       f"as marked, {len(passing)} pass here" + (" (each in the JSON report with why)" if xfails else ""))
+            for x in passing:
+                click.echo(f"  passes here: {x['test']} (upstream's reason: {x['reason']})")
+    from cortexm import defects
+
+    locate = defects.default_locators()
+    unexplained = []
+    for core, test, kind, line in failures:
+        known = next((d for d in defects.UPSTREAM_TEST_DEFECTS
+                      if d.applies(core, locate) and d.explains("upstream-test", f"{test}: {line}")), None)
+        if known:
+            click.echo(f"XFAIL {core} {test}: {known.name}: {line}")
+            report["cores"][core].setdefault("known", []).append({"test": test, "defect": known.name})
+        else:
+            click.echo(f"{kind.upper().rstrip('S')} {core} {test}: {line}")
+            unexplained.append(test)
+    if junit:
+        Path(junit).write_text(upstream.merge_junit({core: run["junit"] for core, run in runs.items()}))
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    return EXIT_PROBLEMS if unexplained else 0
+
+
 @cli.command()
 @click.argument("op")
 @_targets_option(multiple=True, help_text="Core(s) to run on (repeatable; default cortex-m7 and cortex-m55).")

@@ -32,6 +32,18 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _ops_list(ops: str | None) -> list[str]:
+    """--ops: a comma-separated list, or a file of one operator per line."""
+    if not ops:
+        return []
+    if Path(ops).is_file():
+        lines = (line.split("#", 1)[0].strip() for line in Path(ops).read_text().splitlines())
+        return [line for line in lines if line]
+    if "::" not in ops:
+        raise CortexmError(f"--ops {ops}: neither a file nor a list of operators like aten::add.out")
+    return [op.strip() for op in ops.split(",") if op.strip()]
+
+
 def _pte(path: str) -> Path:
     pte = Path(path)
     if not pte.is_file():
@@ -100,18 +112,27 @@ def _print_tree(s) -> None:
 @cli.command()
 @_target
 @_source_options
-@click.option("--model", type=click.Path(), help="Register only the operators this .pte calls (selective build).")
+@click.option("--model", "models", multiple=True, type=click.Path(),
+              help="Register the operators this .pte calls (repeatable: the union of the programs').")
+@click.option("--ops", help="Register these operators: a comma-separated list (aten::add.out,cortex_m::softmax.out) "
+                            "or a file with one per line ('#' comments).")
 @click.option("--board", help="Board support folder under fvp/boards (default: the core's QEMU board).")
 @click.option("--fresh", is_flag=True, help="Rebuild from scratch, ignoring the cache.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, model: str | None, board: str | None,
-          fresh: bool, as_json: bool) -> None:
-    """Build (or take from the cache) the runner firmware for one core."""
-    from cortexm.firmware import build_runner
+def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, models: tuple[str, ...], ops: str | None,
+          board: str | None, fresh: bool, as_json: bool) -> None:
+    """Build (or take from the cache) the runner firmware for one core.
+
+    It registers the suite's operators, or exactly those of --model programs and --ops."""
+    from cortexm.firmware import build_runner, model_ops
     from cortexm.targets import core
 
+    selected = None
+    if models or ops:
+        selected = {op for model in models for op in model_ops(_pte(model))} | set(_ops_list(ops))
     runner = build_runner(core(target), executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
-                          model=_pte(model) if model else None, board=board, fresh=fresh, progress=_say)
+                          ops=sorted(selected) if selected is not None else None, board=board, fresh=fresh,
+                          progress=_say)
     if as_json:
         click.echo(json.dumps({"core": runner.core.name, "board": runner.board, "elf": str(runner.elf),
                                "key": runner.key, "cached": runner.cached, "seconds": runner.seconds,

@@ -17,9 +17,17 @@ the test is skipped with the reason (a result never simulated is not a pass);
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from cortexm import backend_source
+
+# A session started by `cortexm upstream-tests` lowers with the Python the command chose: in
+# place before anything (upstream's conftest included) imports the cortex_m backend.
+if os.environ.get(backend_source.ENV) is not None:
+    backend_source.activate_from_environment()
 
 
 @pytest.fixture
@@ -46,3 +54,69 @@ def cortexm_check(tmp_path: Path):
         return result
 
     return check
+
+
+# --- running ExecuTorch's own cortex_m tests on this project's runners -----------------------
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cortexm")
+    group.addoption("--cortexm-core", metavar="CORE",
+                    help="Run the Arm test harness's FVP runs (ExecuTorch's backends/cortex_m tests) on cortexm's "
+                         "runner for CORE, on QEMU (cortexm.testing.upstream).")
+    group.addoption("--cortexm-sim", default="qemu", choices=("qemu", "fvp"),
+                    help="The simulator for --cortexm-core (default qemu).")
+
+
+def pytest_configure(config):
+    core = config.getoption("--cortexm-core", None)
+    if not core:
+        return
+    from cortexm.testing import upstream
+
+    if os.environ.get(backend_source.ENV) is None:
+        backend_source.activate(None)  # run by hand: upstream's conftest has imported the wheel's backend
+    config._cortexm_routing = upstream.route(core, config.getoption("--cortexm-sim"))
+    config._cortexm_xfails = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    xfails = getattr(item.config, "_cortexm_xfails", None)
+    marker = item.get_closest_marker("xfail")
+    if xfails is None or marker is None or call.when != "call":
+        return
+    report = outcome.get_result()
+    actual = ""
+    if call.excinfo is not None:
+        actual = (str(call.excinfo.value).strip().splitlines() or [call.excinfo.typename])[0][:300]
+    xfails.append({"test": item.nodeid, "reason": str(marker.kwargs.get("reason", marker.args[0] if marker.args else "")),
+                   "outcome": "xpassed" if report.passed or "XPASS(strict)" in str(report.longrepr)
+                   else "xfailed" if hasattr(report, "wasxfail") else report.outcome,
+                   "actual": actual})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """In a routed session, a test module that needs a package upstream lists only as
+    optional is a skip saying how to install it, not a collection error."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or getattr(collector.config, "_cortexm_routing", None) is None:
+        return
+    from cortexm.testing.upstream import OPTIONAL_MODULES
+
+    text = str(report.longrepr)
+    for module, hint in OPTIONAL_MODULES.items():
+        if f"No module named '{module}'" in text:
+            report.outcome = "skipped"
+            report.longrepr = (str(collector.path), 0, f"Skipped: {module} is not installed ({hint})")
+            return
+
+
+def pytest_unconfigure(config):
+    routing = getattr(config, "_cortexm_routing", None)
+    if routing is not None:
+        from cortexm.testing import upstream
+
+        upstream.write_stats(routing, config._cortexm_xfails)
