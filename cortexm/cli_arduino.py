@@ -14,16 +14,17 @@ from cortexm.cli_firmware import _say, _source_options
 @_source_options
 @click.option("--output", "-o", required=True, type=click.Path(file_okay=False),
               help="The library folder to write (replaced when cortexm generated it before).")
+@click.option("--force", is_flag=True, help="Replace the folder even when it holds files cortexm did not write.")
 @click.option("--executorch-rev", help="The ExecuTorch tree's commit when it is not a git checkout (e.g. a Nix store path).")
 @click.option("--cmsis-nn-rev", help="The CMSIS-NN tree's commit when it is not a git checkout.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def arduino_lib(executorch_src: str | None, cmsis_nn_src: str | None, output: str, executorch_rev: str | None,
-                cmsis_nn_rev: str | None, as_json: bool) -> None:
+                cmsis_nn_rev: str | None, force: bool, as_json: bool) -> None:
     """Generate the installable ExecuTorch Arduino library from the pinned trees."""
     from cortexm.arduino.generate import generate
 
     result = generate(output, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
-                      executorch_rev=executorch_rev, cmsis_nn_rev=cmsis_nn_rev, progress=_say)
+                      executorch_rev=executorch_rev, cmsis_nn_rev=cmsis_nn_rev, force=force, progress=_say)
     if as_json:
         click.echo(json.dumps({"folder": str(result.folder), "seconds": round(result.seconds, 1),
                                "examples": [f.line() for f in result.findings],

@@ -31,7 +31,7 @@ import numpy as np
 from pathlib import Path
 from typing import Any
 
-from cortexm import __version__, backend_source
+from cortexm import __version__, backend_source, manifest
 from cortexm.errors import CortexmError
 from cortexm.modelsource import ModelBundle
 from cortexm.targets import Core
@@ -297,12 +297,10 @@ def _io_entry(tv, file: str, quant: dict | None) -> dict:
 
 def _raw(tensor, dim_order) -> bytes:
     """The tensor's (or array's) bytes laid out in `dim_order`, as the runtime reads and writes them."""
-    import torch
+    from cortexm.testing.compare import to_raw
 
-    t = tensor.detach() if isinstance(tensor, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(tensor))
-    if dim_order and list(dim_order) != list(range(t.dim())):
-        t = t.permute(*dim_order)
-    return t.contiguous().numpy().tobytes()
+    values = tensor.detach().contiguous().numpy() if hasattr(tensor, "detach") else np.asarray(tensor)
+    return to_raw(values, dim_order)
 
 
 # --- writing and reading bundles ---------------------------------------------
@@ -311,13 +309,50 @@ def sidecar_path(pte_path: Path) -> Path:
     return pte_path.with_suffix(".json")
 
 
-def write(result: Export, pte_path: Path) -> list[Path]:
-    """Write the bundle for `result`; refuses to overwrite files cortexm did not write."""
+def bundle_names(stem: str, folder: Path) -> list[str]:
+    """The files an export to STEM.pte writes, or may have written before (inputs and
+    references are numbered)."""
+    fixed = [f"{stem}.pte", f"{stem}.json", f"{stem}.dialect.txt", f"{stem}.isolated.pte"]
+    numbered = sorted(p.name for pattern in (f"{stem}.input-*.bin", f"{stem}.reference-*.bin")
+                      for p in Path(folder).glob(pattern))
+    return fixed + numbered
+
+
+def check_target(pte_path: Path, force: bool = False) -> None:
+    """Before any work: the bundle can be written at `pte_path` without touching a file that is
+    not cortexm's (cortexm.manifest)."""
     pte_path = Path(pte_path)
     if pte_path.suffix != ".pte":
         raise CortexmError(f"{pte_path}: the output must be a .pte path")
-    if pte_path.is_dir():
-        raise CortexmError(f"{pte_path}: is a directory")
+    manifest.check_writable(pte_path)
+    folder, sidecar_file = pte_path.parent, sidecar_path(pte_path)
+    if folder.is_dir():
+        manifest.check_owned(folder, bundle_names(pte_path.stem, folder), _owned(sidecar_file), force,
+                              "choose another -o")
+
+
+def _owned(sidecar_file: Path) -> dict[str, dict] | None:
+    """The manifest of what the sidecar at `sidecar_file` says cortexm wrote (the sidecar too),
+    or for a sidecar of an older cortexm, without one, the files it names as they are now."""
+    if not sidecar_file.is_file():
+        return None
+    written = manifest.read(sidecar_file)
+    if written is not None:
+        return {**written, sidecar_file.name: manifest.entry(sidecar_file)}
+    sidecar = read_sidecar(sidecar_file.with_suffix(".pte"))
+    if sidecar is None:
+        return None
+    names = [sidecar_file.with_suffix(".pte").name, sidecar_file.name, sidecar.get("dialect", ""), sidecar.get("isolated", "")]
+    names += [e.get("file", "") for e in sidecar.get("inputs", [])] + [e.get("reference", "") for e in sidecar.get("outputs", [])]
+    folder = sidecar_file.parent
+    return manifest.of_files(folder, [n for n in names if isinstance(n, str) and n and (folder / n).is_file()])
+
+
+def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
+    """Write the bundle for `result`; refuses to replace files cortexm did not write (unless
+    `force`), and removes files of an earlier export of its own it no longer writes."""
+    pte_path = Path(pte_path)
+    check_target(pte_path, force)
     folder = pte_path.parent
     folder.mkdir(parents=True, exist_ok=True)
     stem = pte_path.stem
@@ -329,17 +364,36 @@ def write(result: Export, pte_path: Path) -> list[Path]:
     sidecar["inputs"] = [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(sidecar["inputs"])]
     sidecar["outputs"] = [dict(e, reference=f"{stem}.reference-{k}.bin") for k, e in enumerate(sidecar["outputs"])]
     sidecar_file = sidecar_path(pte_path)
-    _refuse_foreign(sidecar_file)
+    before = _owned(sidecar_file) or {}
     files: list[tuple[Path, bytes]] = [(pte_path, result.pte)]
     files.append((folder / sidecar["dialect"], result.dialect.encode()))
     if result.isolated is not None:
         files.append((folder / sidecar["isolated"], result.isolated))
     files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs)]
     files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references)]
-    files.append((sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode()))
     for path, data in files:
         _atomic_write(path, data)
-    return [p for p, _ in files]
+    sidecar[manifest.KEY] = manifest.of_files(folder, [p.name for p, _ in files])
+    _atomic_write(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())
+    for stale in set(before) - {p.name for p, _ in files} - {sidecar_file.name}:
+        if manifest.matches(folder / stale, before[stale]):
+            (folder / stale).unlink()
+    return [p for p, _ in files] + [sidecar_file]
+
+
+# File stems that say nothing about the model (upstream's examples all ship `model.pte`).
+GENERIC_STEMS = frozenset({"model", "program", "out", "output", "net", "network", "graph"})
+
+
+def program_name(pte_path: Path, sidecar: dict | None = None) -> str:
+    """How reports name a program: its sidecar's name, else its file stem, else (for a generic
+    stem such as model.pte) the folder it is in."""
+    if sidecar and isinstance(sidecar.get("name"), str):
+        return sidecar["name"]
+    path = Path(pte_path)
+    if path.stem.lower() in GENERIC_STEMS and path.resolve().parent.name:
+        return path.resolve().parent.name
+    return path.stem
 
 
 def read_sidecar(pte_path: Path) -> dict | None:
@@ -354,16 +408,6 @@ def read_sidecar(pte_path: Path) -> dict | None:
     if not isinstance(data, dict) or "cortexm" not in data:
         return None
     return data
-
-
-def _refuse_foreign(sidecar_file: Path) -> None:
-    if sidecar_file.exists():
-        try:
-            ours = "cortexm" in json.loads(sidecar_file.read_text())
-        except (OSError, ValueError):
-            ours = False
-        if not ours:
-            raise CortexmError(f"{sidecar_file} exists and was not written by cortexm; choose another -o")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

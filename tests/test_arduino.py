@@ -71,13 +71,26 @@ def test_generated_twice_is_byte_identical(library, tmp_path):
 
 def test_regenerates_its_own_folder_and_refuses_others(library, tmp_path):
     foreign = tmp_path / "mine"
-    foreign.mkdir()
+    (foreign / "extras").mkdir(parents=True)
     (foreign / "notes.txt").write_text("not a library")
-    with pytest.raises(CortexmError, match="is not a library cortexm generated"):
+    (foreign / JSON).write_text("")  # an empty provenance file does not make a folder cortexm's
+    users_partial = tmp_path / ".mine.partial"
+    users_partial.mkdir()
+    (users_partial / "draft.txt").write_text("mine too")
+    with pytest.raises(CortexmError, match="holds extras/provenance.json, which cortexm did not write"):
         generate(foreign)
-    assert (foreign / "notes.txt").is_file()
+    assert (foreign / "notes.txt").is_file() and (users_partial / "draft.txt").is_file()
+
     again = generate(library.folder)
     assert again.folder == library.folder and (library.folder / JSON).is_file()
+    edited = library.folder / "library.properties"
+    edited.write_text(edited.read_text() + "# my edit\n")
+    with pytest.raises(CortexmError, match="holds library.properties, which cortexm did not write .or which was changed"):
+        generate(library.folder)
+    generate(library.folder, force=True)
+    assert "# my edit" not in edited.read_text()
+    assert (users_partial / "draft.txt").is_file()
+    assert not list(library.folder.parent.glob(f".{library.folder.name}.*-*")), "staging or replaced folders left"
 
 
 def test_layout_is_upstreams(library):
@@ -157,7 +170,7 @@ def test_a_changed_cortex_m_schema_fails_with_the_verify_line(executorch_tree, t
     with pytest.raises(CortexmError) as failed:
         generate(out, executorch_src=tree)
     assert str(failed.value) == "FAIL KeywordSpotting cortex_m::quantized_avg_pool2d.out: model supplies 11, library expects 10"
-    assert not out.exists() and not list(tmp_path.glob(".*.partial"))
+    assert not out.exists() and not list(tmp_path.glob(".*.partial*"))
 
 
 def test_the_cli_reports_the_mismatch_in_one_line(executorch_tree, tmp_path):

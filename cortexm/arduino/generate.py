@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cortexm import library as libs
-from cortexm import sources
+from cortexm import manifest, sources
 from cortexm.arduino import assemble, lint, provenance
 from cortexm.arduino.upstream import Upstream
 from cortexm.errors import CortexmError
@@ -46,16 +46,18 @@ class Result:
 
 
 def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis_nn_src: str | Path | None = None,
-             executorch_rev: str | None = None, cmsis_nn_rev: str | None = None, progress=None) -> Result:
+             executorch_rev: str | None = None, cmsis_nn_rev: str | None = None, force: bool = False,
+             progress=None) -> Result:
     started = time.monotonic()
     say = progress or (lambda _message: None)
     out = Path(out)
+    manifest.check_writable(out, "library folder", folder=True)
+    manifest.check_folder_owned(out, provenance.JSON, force, "choose another -o")  # before any work
     et = sources.require(sources.EXECUTORCH, executorch_src)
     nn = sources.require(sources.CMSIS_NN, cmsis_nn_src)
     upstream = Upstream(et)
     trees = provenance.trees(et, nn, executorch_rev, cmsis_nn_rev)
     flatbuffers_include, flatbuffers_license = _flatbuffers()
-    _refuse_foreign(out)
 
     with tempfile.TemporaryDirectory(prefix="cortexm-arduino-") as tmp:
         ops = upstream.library_ops()
@@ -64,8 +66,8 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
         say("laying out the library")
         files = assemble.plan(upstream, generated, nn, flatbuffers_include, flatbuffers_license,
                               lambda pte: _model_header(upstream, pte, Path(tmp)))
-        staging = out.with_name(f".{out.name}.partial")
-        shutil.rmtree(staging, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.partial-"))  # never a user's name
         try:
             _write(staging, files)
             library = libs.load(staging)
@@ -81,12 +83,14 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
                 raise CortexmError(f"the library fails the Library Manager rules: {errors[0].line()}")
             registered = sorted(library.kernels)
             record = provenance.record(upstream, trees, generated, registered, findings)
-            _write(staging, provenance.files(record))
+            described = provenance.files(record)
+            _write(staging, {rel: data for rel, data in described.items() if rel != provenance.JSON})
+            record[manifest.KEY] = manifest.of_folder(staging, skip=provenance.JSON)
+            _write(staging, {provenance.JSON: provenance.files(record)[provenance.JSON]})  # last: the manifest
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(staging, out)
+    _replace_folder(staging, out)
     return Result(out, registered, findings, checked, record, time.monotonic() - started)
 
 
@@ -122,9 +126,16 @@ def _flatbuffers() -> tuple[Path, Path]:
     raise CortexmError(f"no licence file beside the flatbuffers headers in {include}: the library must carry it")
 
 
-def _refuse_foreign(out: Path) -> None:
-    if out.exists() and any(out.iterdir()) and not (out / provenance.JSON).is_file():
-        raise CortexmError(f"{out} exists and is not a library cortexm generated; choose another -o")
+def _replace_folder(staging: Path, out: Path) -> None:
+    """`staging` becomes `out`; the folder it replaces (checked before: cortexm's, or --force)
+    is moved aside first, so `out` is at every moment a whole library or absent."""
+    if not os.path.lexists(out):
+        os.replace(staging, out)
+        return
+    aside = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
+    os.replace(out, aside / "old")
+    os.replace(staging, out)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _write(folder: Path, files: dict[str, bytes]) -> None:
