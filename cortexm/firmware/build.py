@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cortexm import sources
+from cortexm import children, manifest, sources
 from cortexm.errors import CortexmError
 from cortexm.firmware import identity, paths, tools
 from cortexm.firmware.ops import model_ops, suite_ops
@@ -140,7 +140,8 @@ def build_runner(
     if not selected:
         raise CortexmError(f"{model}: the program calls no operators" if model else "no operators selected")
     options = options or BuildOptions()
-    prebuilt = None if fresh else _prebuilt(core, board, selected, options)
+    say = progress or (lambda _message: None)
+    prebuilt = None if fresh else _prebuilt(core, board, selected, options, say)
     if prebuilt is not None:
         return prebuilt
     et = sources.require(sources.EXECUTORCH, executorch_src)
@@ -175,14 +176,13 @@ def build_runner(
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    cached = _load_cached(out, core)
+    cached = _load_cached(out, core, say)
     if cached is not None:
         return cached
 
-    say = progress or (lambda _message: None)
     work.mkdir(parents=True, exist_ok=True)
     with _locked(work / ".lock"):
-        cached = _load_cached(out, core)  # another process may have built it meanwhile
+        cached = _load_cached(out, core, say)  # another process may have built it meanwhile
         if cached is not None:
             return cached
         say(f"building the {core.name} runner for {board} ({len(selected)} operators) in {work}")
@@ -205,23 +205,31 @@ def _digest(data: dict) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def _load_cached(out: Path, core: Core) -> Runner | None:
+def _load_cached(out: Path, core: Core, say: Callable[[str], None], remove: bool = True) -> Runner | None:
+    """The runner cached in `out` for `core`, or None. An entry whose build.json or files are
+    damaged is skipped with a `say`d note, and removed (`remove`) so that it is built again."""
+    if not out.is_dir():
+        return None
     try:
         record = json.loads((out / "build.json").read_text())
-    except (OSError, ValueError):
+        inputs = record["inputs"]
+        runner = Runner(core, inputs["board"], out / ELF_NAME, out / MAP_NAME, out, tuple(inputs["ops"]),
+                        record.get("key", out.name), True, record.get("seconds", 0.0), BuildOptions(**inputs["options"]))
+        problem = (manifest.damage(out, record[manifest.KEY]) if manifest.KEY in record
+                   else "an older cortexm built it, without a manifest")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        problem = f"its build.json is unreadable ({type(e).__name__})"
+    if problem is not None:
+        say(f"note: the runner in {out} is damaged ({problem}); " + ("building it again" if remove else "not using it"))
+        if remove:
+            shutil.rmtree(out, ignore_errors=True)
         return None
-    if not (out / ELF_NAME).is_file():
-        return None
-    inputs = record["inputs"]
-    if inputs.get("core") != core.name:
-        return None
-    return Runner(core, inputs["board"], out / ELF_NAME, out / MAP_NAME, out, tuple(inputs["ops"]),
-                  record.get("key", out.name), True, record.get("seconds", 0.0), BuildOptions(**inputs["options"]))
+    return runner if inputs.get("core") == core.name else None
 
 
-def _prebuilt(core: Core, board: str, ops: tuple[str, ...], options: BuildOptions) -> Runner | None:
+def _prebuilt(core: Core, board: str, ops: tuple[str, ...], options: BuildOptions, say) -> Runner | None:
     for folder in filter(None, os.environ.get(RUNNERS_ENV, "").split(os.pathsep)):
-        runner = _load_cached(Path(folder), core)
+        runner = _load_cached(Path(folder), core, say, remove=False)  # not ours to remove
         if runner is not None and (runner.board, runner.ops, runner.options) == (board, ops, options):
             return runner
     return None
@@ -265,9 +273,8 @@ _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 def _run(work: Path, command: list[str], log_name: str, what: str, task=None) -> None:
     """Runs a build step into its log; ninja's [N/M] lines move `task` along."""
     log = work / log_name
-    with open(log, "w") as f:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   text=True, errors="replace")
+    with open(log, "w") as f, children.started(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, text=True, errors="replace") as process:
         for line in process.stdout:
             f.write(line)
             step = _NINJA_STEP.match(line)
@@ -310,6 +317,7 @@ def _publish(work: Path, out: Path, record: dict) -> None:
     staging.mkdir(parents=True)
     for name in (ELF_NAME, MAP_NAME):
         shutil.copy2(work / name, staging / name)
-    (staging / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+    record = {**record, manifest.KEY: manifest.of_files(staging, [ELF_NAME, MAP_NAME])}
+    (staging / "build.json").write_text(json.dumps(record, indent=2) + "\n")  # last: it vouches for the rest
     shutil.rmtree(out, ignore_errors=True)
     os.replace(staging, out)

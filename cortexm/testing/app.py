@@ -170,7 +170,7 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
     results: dict[tuple[str, str], Path | str] = {}
     todo = []
     for case, core in pairs:
-        hit = cache.lookup(case, core.name, options.layout, _case_file(case))
+        hit = cache.lookup(case, core.name, options.layout, _case_file(case), note=progress)
         if hit:
             results[(case, core.name)] = hit
         else:

@@ -11,14 +11,16 @@ cortexm.backend_source), so a change in a contributor's tree re-exports. A secon
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm import backend_source
+from cortexm import backend_source, manifest
 from cortexm.sources import cache_dir
 
 _LOWERING_CODE = ("export.py", "modelsource.py", "dialect.py", "cases", "backend_source.py", "testing/app.py")
@@ -63,16 +65,26 @@ def root() -> Path:
 
 
 FAILURE = "export-failed.txt"
+MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
 
 
-def lookup(case: str, core: str, layout: str, case_file: Path | None = None) -> Path | str | None:
-    """The cached .pte for these inputs, the cached one-line failure of its export, or None."""
+def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
+           note: Callable[[str], None] | None = None) -> Path | str | None:
+    """The cached .pte for these inputs, the cached one-line failure of its export, or None. An
+    entry that is damaged (a file missing, truncated, changed) is removed, with a `note`."""
     folder = root() / key(case, core, layout, case_file)
+    if not folder.is_dir():
+        return None
+    written = manifest.read(folder / MANIFEST)
+    problem = "its manifest is missing or unreadable" if written is None else manifest.damage(folder, written)
+    if problem is not None:
+        (note or (lambda _line: None))(f"note: the cached export of {case} for {core} is damaged ({problem}); exporting it again")
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
     pte = folder / f"{case}.pte"
-    if pte.is_file() and pte.with_suffix(".json").is_file():
+    if pte.name in written:
         return pte
-    failure = folder / FAILURE
-    return failure.read_text().strip() if failure.is_file() else None
+    return (folder / FAILURE).read_text().strip() if FAILURE in written else None
 
 
 def store(case: str, core: str, layout: str, case_file: Path | None, write) -> Path:
@@ -85,7 +97,8 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write) -> P
 
     final = root() / key(case, core, layout, case_file)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
+    remove_abandoned(final.parent)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
     try:
         try:
             write(tmp / f"{case}.pte")
@@ -100,9 +113,31 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write) -> P
     return final / f"{case}.pte"
 
 
+TMP_PREFIX = ".tmp-"  # .tmp-PID-XXXX: an entry being written by process PID
+
+
+def remove_abandoned(folder: Path) -> None:
+    """Removes the unfinished entries of processes that are gone (killed mid-export)."""
+    for tmp in folder.glob(f"{TMP_PREFIX}*"):
+        pid = tmp.name[len(TMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _publish(tmp: Path, final: Path) -> None:
+    manifest_data = {manifest.KEY: manifest.of_folder(tmp, skip=MANIFEST)}
+    (tmp / MANIFEST).write_text(json.dumps(manifest_data, indent=1) + "\n")
     try:
         tmp.rename(final)
     except OSError:  # another process stored the same export first
         shutil.rmtree(tmp, ignore_errors=True)
-
