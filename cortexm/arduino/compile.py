@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from cortexm import children
 from cortexm.errors import CortexmError
 from cortexm.firmware import tools
 from cortexm.firmware.build import builds_dir, first_problem
@@ -82,7 +83,7 @@ def compile_library(library: Path, core: Core, core_include: Path, jobs: int = 2
     (work / "build.ninja").write_text("".join(rules + builds))
     log = work / "compile.log"
     with open(log, "w") as f:
-        done = subprocess.run([ninja, "-C", str(work), "-k", "0", "-j", str(jobs)], stdout=f, stderr=subprocess.STDOUT)
+        done = children.run([ninja, "-C", str(work), "-k", "0", "-j", str(jobs)], stdout=f, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         raise CortexmError(f"compiling {library.name} for {core.name} failed: "
                            f"{first_problem(log.read_text(errors='replace'))} (log: {log})")

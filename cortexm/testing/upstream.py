@@ -161,31 +161,35 @@ def run_suite(folder: Path, cores: list[str], sim_name: str, pattern: str | None
               progress=None) -> dict[str, dict]:
     """core -> {junit: path, stats: dict, returncode, seconds}, running upstream's suite in
     `folder` once per core at the same time (each session lowers and simulates on its own)."""
+    import contextlib
     import subprocess
     import sys
 
+    from cortexm import children
     from cortexm import progress as progress_mod
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    sessions = {}
-    for core in cores:
-        junit, stats, log = out_dir / f"{core}.xml", out_dir / f"{core}.json", out_dir / f"{core}.log"
-        command = [sys.executable, "-m", "pytest", str(folder), "--rootdir", str(folder), "-p", "no:cacheprovider",
-                   "-q", "--cortex-m-target", core, "--cortexm-core", core, "--cortexm-sim", sim_name,
-                   "--junitxml", str(junit), "-o", "junit_family=xunit2", *(["-k", pattern] if pattern else [])]
-        env = {**os.environ, STATS_ENV: str(stats)}
-        handle = open(log, "w")
-        sessions[core] = (subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           env=env, start_new_session=True), handle, junit, stats, log, time.perf_counter())
-    task = progress_mod.task(progress, f"ExecuTorch's cortex_m tests on {', '.join(cores)}", total=len(cores))
     results = {}
-    for core, (process, handle, junit, stats, log, started) in sessions.items():
-        returncode = process.wait()
-        handle.close()
-        task.advance()
-        results[core] = {"junit": junit, "log": log, "returncode": returncode, "seconds": time.perf_counter() - started,
-                         "stats": json.loads(stats.read_text()) if stats.is_file() else {}}
-    task.done()
+    with contextlib.ExitStack() as stack:  # one session failing to start, or Ctrl-C, stops them all
+        sessions = {}
+        for core in cores:
+            junit, stats, log = out_dir / f"{core}.xml", out_dir / f"{core}.json", out_dir / f"{core}.log"
+            command = [sys.executable, "-m", "pytest", str(folder), "--rootdir", str(folder), "-p", "no:cacheprovider",
+                       "-q", "--cortex-m-target", core, "--cortexm-core", core, "--cortexm-sim", sim_name,
+                       "--junitxml", str(junit), "-o", "junit_family=xunit2", *(["-k", pattern] if pattern else [])]
+            env = {**os.environ, STATS_ENV: str(stats)}
+            handle = stack.enter_context(open(log, "w"))
+            process = stack.enter_context(children.started(command, stdout=handle, stderr=subprocess.STDOUT,
+                                                           stdin=subprocess.DEVNULL, env=env))
+            sessions[core] = (process, junit, stats, log, time.perf_counter())
+        task = progress_mod.task(progress, f"ExecuTorch's cortex_m tests on {', '.join(cores)}", total=len(cores))
+        for core, (process, junit, stats, log, started) in sessions.items():
+            returncode = process.wait()
+            task.advance()
+            results[core] = {"junit": junit, "log": log, "returncode": returncode,
+                             "seconds": time.perf_counter() - started,
+                             "stats": json.loads(stats.read_text()) if stats.is_file() else {}}
+        task.done()
     return results
 
 
