@@ -56,6 +56,13 @@ LOWERING_TREE_HELP = ("ExecuTorch tree whose backends/cortex_m Python lowers (on
                       "else $CORTEXM_EXECUTORCH_SRC, else the default location, else the wheel's own.")
 
 
+def _timeout_option(fn):
+    from cortexm.sim.protocol import DEFAULT_TIMEOUT
+
+    return click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT, show_default=True,
+                        help="Seconds one simulator run may take before it is stopped (a hung kernel).")(fn)
+
+
 def _lowering_option(fn):
     return click.option("--lowering", type=click.Choice(["tree", "installed"]), default="tree", show_default=True,
                         help="tree: the backends/cortex_m Python of the ExecuTorch tree in use (the runner's), "
@@ -200,9 +207,10 @@ def targets(as_json: bool) -> None:
               help="explicit: ExecuTorch's experimental explicit-NHWC lowering (*_nhwc operators).")
 @click.option("--list", "list_cases", is_flag=True, help="Print the built-in case names, one per line.")
 @click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)
+@click.option("--force", is_flag=True, help="Replace files at the output that cortexm did not write.")
 @_lowering_option
 def export(model: str | None, target: str | None, output: str | None, layout: str, list_cases: bool,
-           executorch_src: str | None, lowering: str) -> None:
+           executorch_src: str | None, force: bool, lowering: str) -> None:
     """Lower MODEL (a built-in case or FILE.py:FACTORY) for one core.
 
     Writes the .pte and beside it NAME.json (sidecar), NAME.dialect.txt, the
@@ -222,14 +230,12 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     from cortexm import modelsource
 
     core = _core(target)
-    out = Path(output) if output else None
-    if out is not None and out.suffix != ".pte":
-        raise CortexmError(f"{out}: the output must be a .pte path")
+    out = Path(output) if output else Path(f"{modelsource.name_of(model)}-{core.short}.pte")
+    exporter.check_target(out, force)  # before the lowering: a refusal costs nothing
     _choose_lowering(executorch_src, lowering)
     bundle = modelsource.load(model)
     result = exporter.export(bundle, core, layout)
-    out = out or Path(f"{bundle.name}-{core.short}.pte")
-    exporter.write(result, out)
+    exporter.write(result, out, force)
     click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {exporter.sidecar_path(out)}")
 
 
@@ -252,7 +258,7 @@ def inspect_cmd(pte: str, as_json: bool) -> None:
 @click.argument("ptes", nargs=-1, required=True, type=click.Path())
 @click.option("--library", "library_path", default="installed", show_default=True,
               help="ExecuTorch tree or package, generated-kernels folder, schema .yaml, or 'installed'.")
-@_targets_option(help_text="Core to audit scratch and layout for (default: the sidecar's target).")
+@_targets_option(help_text="Core to audit scratch and layout for (default: the sidecar's target, else every core with a runner).")
 def verify(ptes: tuple[str, ...], library_path: str, target: str | None) -> int:
     """Check .pte files against a kernel library and a core; one line per problem."""
     from cortexm import library
@@ -357,8 +363,9 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
               help="Build the runners with gcov counters and write, per core, which lines and functions of the "
                    "cortex_m kernels and CMSIS-NN ran: DIR/<core>/cobertura.xml, lcov.info and a table.")
 @_lowering_option
+@_timeout_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
-             executorch_src, cmsis_nn_src, offline, coverage_dir, lowering) -> int:
+             executorch_src, cmsis_nn_src, offline, coverage_dir, lowering, timeout) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm import backend_source, library
     from cortexm.testing import app, simulate
@@ -380,7 +387,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
             jobs=max(1, jobs), grid=grid,
         )
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
-                                                 coverage=bool(coverage_dir))
+                                                 coverage=bool(coverage_dir), timeout=timeout)
         if coverage_dir:
             from cortexm import coverage
 
@@ -502,7 +509,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
 @click.option("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), show_default=True)
 @click.option("--executorch-src")
 @click.option("--cmsis-nn-src")
-def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src) -> int:
+@_timeout_option
+def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src, timeout) -> int:
     """Seeded random samples of OP's parameters, checked against the reference and across cores.
 
     OP is one of: conv2d, depthwise_conv2d, transpose_conv2d, linear, avg_pool2d,
@@ -518,7 +526,7 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     cores = [_core(t) for t in (targets or DEFAULT_TEST_CORES)]
     _choose_lowering(executorch_src, cmsis_nn_src=cmsis_nn_src)
     with Progress() as progress:
-        simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress)
+        simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress, timeout=timeout)
         missing = {name: why for name, why in simulators.items() if isinstance(why, str)}
         if missing:
             raise CortexmError(f"a sweep runs on simulators: {'; '.join(f'{k}: {v}' for k, v in missing.items())}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from cortexm.cli import EXIT_PROBLEMS, _targets_option, cli
+from cortexm.cli import EXIT_PROBLEMS, _targets_option, _timeout_option, cli
 from cortexm.errors import CortexmError
 
 _SOURCE_OPTIONS = (
@@ -45,10 +45,9 @@ def _ops_list(ops: str | None) -> list[str]:
 
 
 def _pte(path: str) -> Path:
-    pte = Path(path)
-    if not pte.is_file():
-        raise CortexmError(f"{pte}: no such file")
-    return pte
+    from cortexm import files
+
+    return files.regular(path, "program", files.MAX_PROGRAM)
 
 
 # --- sources ------------------------------------------------------------------------
@@ -151,16 +150,30 @@ def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mod
 @_target
 @click.option("--sim", "sim_name", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
 @click.option("--inputs", "-i", multiple=True, type=click.Path(),
-              help="Raw input file, in the program's dim order (repeat, or list after it); default: the sidecar's.")
+              help="Input file (repeat, or list after it): raw .bin in the program's dim order, .npy, or a C "
+                   "header with the array (FILE.h:NAME to pick one); default: the sidecar's.")
 @click.option("--fvp", type=click.Path(), help="The Corstone FVP executable (else $CORTEXM_FVP, else PATH).")
 @_source_options
 @click.option("--keep", type=click.Path(file_okay=False), help="Run in this folder and keep it (program, inputs, out-K.bin).")
+@click.option("--save", "save", multiple=True, type=click.Path(dir_okay=False),
+              help="Write output K (in order, repeatable) as a .npy file in its logical shape.")
+@click.option("--labels", type=click.Path(dir_okay=False),
+              help="Class names for a classifier's output: a C string array (e.g. kLabels in an .ino) or one per line.")
+@click.option("--top", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Classes shown for a classifier-shaped output (one dimension of 2 or more); 0: none.")
+@click.option("--force", is_flag=True, help="Write over files at --keep and --save that cortexm did not write.")
+@click.option("--no-audit", is_flag=True, help="Run even when `cortexm verify` finds the program cannot run on this core.")
+@_timeout_option
 @click.option("--log", "show_log", is_flag=True, help="Print the simulator's output.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inputs: tuple[str, ...], fvp: str | None,
-        executorch_src: str | None, cmsis_nn_src: str | None, keep: str | None, show_log: bool, as_json: bool) -> int:
+        executorch_src: str | None, cmsis_nn_src: str | None, keep: str | None, save: tuple[str, ...],
+        labels: str | None, top: int, force: bool, no_audit: bool, timeout: float, show_log: bool,
+        as_json: bool) -> int:
     """Run PTE on a simulated core; compare with the sidecar's reference when there is one."""
-    from cortexm.run import RunError, core_mismatch, run_pte
+    from cortexm import manifest
+    from cortexm.inputs import read_labels
+    from cortexm.run import RunError, core_mismatch, prepare_keep, run_pte, seal_keep
     from cortexm.targets import core
 
     program = _pte(pte)
@@ -168,20 +181,37 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     if more_inputs and not inputs:
         raise click.UsageError("input files follow --inputs, e.g. --inputs a.bin b.bin")
     given = [*inputs, *more_inputs] or None
+    names = read_labels(labels) if labels else None
+    # Every refusal comes before the runner is built: each costs nothing.
+    for path in save:
+        manifest.check_writable(Path(path), "--save")
+        if Path(path).exists() and not force:
+            raise CortexmError(f"{path} exists; choose another --save file, or pass --force to replace it")
+    if keep:
+        prepare_keep(Path(keep), force)
+    if not no_audit:
+        _audit(program, target_core)
     warning = core_mismatch(program, target_core)
     if warning:
         _say(f"warning: {warning}")
     try:
         result = run_pte(program, target_core, sim_name, given, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
-                         fvp=fvp, workdir=keep, progress=_say)
+                         fvp=fvp, workdir=keep, timeout=timeout, progress=_say)
     except RunError as e:
         if show_log:
             click.echo(e.result.log, nl=False)
         click.echo(f"error: {e}", err=True)
         return EXIT_PROBLEMS
+    finally:
+        if keep and Path(keep).is_dir():
+            seal_keep(Path(keep))
+    if len(save) > len(result.outputs):
+        raise CortexmError(f"{len(save)} --save files for {len(result.outputs)} outputs")
+    for path, out in zip(save, result.outputs):
+        _save_npy(Path(path), out)
     if show_log:
         click.echo(result.log, nl=False)
-    rows = [_describe_output(k, out, result.diffs[k] if k < len(result.diffs) else None)
+    rows = [_describe_output(k, out, result.diffs[k] if k < len(result.diffs) else None, top, names)
             for k, out in enumerate(result.outputs)]
     if as_json:
         click.echo(json.dumps({"pte": str(program), "target": target_core.name, "sim": sim_name,
@@ -194,6 +224,10 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
             diff = "" if row["max_diff_lsb"] is None else (
                 f"  max |diff| {row['max_diff_lsb']:g} LSB ({row['mismatches']}/{row['elements']} elements differ)")
             click.echo(f"  output {row['index']}: {row['dtype']}{row['shape']}  min {row['min']:g} max {row['max']:g}{diff}")
+            if row["top"]:
+                ranked = ", ".join(f"{c['index']}" + (f" {c['label']}" if "label" in c else "") + f" {c['score']:g}"
+                                   for c in row["top"])
+                click.echo(f"    top {len(row['top'])}: {ranked}")
         if result.qtol is not None and result.within_tolerance is not None:
             verdict = "within" if result.within_tolerance else "OUTSIDE"
             click.echo(f"  {verdict} the tolerance of {result.qtol} LSB")
@@ -202,12 +236,36 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     return EXIT_PROBLEMS if result.within_tolerance is False else 0
 
 
-def _describe_output(index: int, out, diff) -> dict:
+def _audit(program: Path, target_core) -> None:
+    """`cortexm verify`'s checks for this core, before a runner is built (seconds, not minutes)."""
+    from cortexm.verify import verify_file
+
+    problems = [f for f in verify_file(program, None, target_core) if f.is_problem]
+    if problems:
+        more = f" (and {len(problems) - 1} more problems, see `cortexm verify`)" if len(problems) > 1 else ""
+        raise CortexmError(f"{problems[0].line()}{more}; not run (--no-audit runs it anyway)")
+
+
+def _save_npy(path: Path, values) -> None:
+    import numpy as np
+
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "wb") as f:
+        np.save(f, values, allow_pickle=False)
+    partial.replace(path)
+
+
+def _describe_output(index: int, out, diff, top: int = 0, labels: list[str] | None = None) -> dict:
+    from cortexm.inputs import top_classes
+
     values = out.astype("float64")
+    ranked = top_classes(out, top) or []
     return {"index": index, "dtype": str(out.dtype), "shape": list(out.shape),
             "min": float(values.min()) if values.size else 0.0, "max": float(values.max()) if values.size else 0.0,
             "max_diff_lsb": diff.max_lsb if diff else None, "mismatches": diff.mismatches if diff else None,
-            "elements": diff.elements if diff else None}
+            "elements": diff.elements if diff else None,
+            "top": [{"index": i, "score": score, **({"label": labels[i]} if labels and i < len(labels) else {})}
+                    for i, score in ranked]}
 
 
 # --- size ---------------------------------------------------------------------------

@@ -35,6 +35,18 @@ class ModelBundle:
     data: str = "uniform"  # how example inputs are placed once quantized (cortexm.cases.data)
 
 
+def name_of(spec: str) -> str:
+    """The name a model gets, without loading it: the case, the factory, or for a factory
+    named like a verb (model, make, ...) the file's stem."""
+    if ":" in spec and spec.rsplit(":", 1)[0].endswith(".py"):
+        path_text, factory_name = spec.rsplit(":", 1)
+        return factory_name if factory_name not in GENERIC_FACTORIES else Path(path_text).stem
+    return spec
+
+
+GENERIC_FACTORIES = ("model", "make", "build", "factory")
+
+
 def load(spec: str) -> ModelBundle:
     from cortexm.export import quiet_lowering_imports
 
@@ -47,8 +59,7 @@ def load(spec: str) -> ModelBundle:
         seed = zlib.crc32(f"{path.name}:{factory_name}".encode())
         torch.manual_seed(seed)
         result = _call_factory(path, factory_name)
-        name = factory_name if factory_name not in ("model", "make", "build", "factory") else path.stem
-        return _bundle(name, result, qtol=0, source={"file": str(path), "factory": factory_name}, where=spec)
+        return _bundle(name_of(spec), result, qtol=0, source={"file": str(path), "factory": factory_name}, where=spec)
     if spec.endswith(".py"):
         raise CortexmError(f"{spec}: name the factory too, as {spec}:FACTORY")
     case = cases.get(spec)
@@ -73,6 +84,8 @@ def _call_factory(path: Path, factory_name: str) -> Any:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as e:
+        raise CortexmError(f"{path}: importing it called sys.exit({e.code!r}){_where(e, path)}") from None
     except Exception as e:
         raise CortexmError(f"{path}: importing it raised {type(e).__name__}: {e}{_where(e, path)}") from e
     factory = getattr(module, factory_name, None)
@@ -80,6 +93,8 @@ def _call_factory(path: Path, factory_name: str) -> Any:
         raise CortexmError(f"{path}: no function {factory_name!r}")
     try:
         return factory()
+    except SystemExit as e:
+        raise CortexmError(f"{path}:{factory_name}() called sys.exit({e.code!r}){_where(e, path)}") from None
     except Exception as e:
         raise CortexmError(f"{path}:{factory_name}() raised {type(e).__name__}: {e}{_where(e, path)}") from e
 
@@ -101,6 +116,8 @@ def from_factory(factory, name: str | None = None, qtol: int = 0) -> ModelBundle
     torch.manual_seed(zlib.crc32(name.encode()))
     try:
         result = factory()
+    except SystemExit as e:
+        raise CortexmError(f"{name}() called sys.exit({e.code!r})") from None
     except Exception as e:
         raise CortexmError(f"{name}() raised {type(e).__name__}: {e}") from e
     return _bundle(name, result, qtol=qtol, source={"factory": f"{getattr(factory, '__module__', '?')}.{name}"}, where=name)
@@ -119,13 +136,50 @@ def _bundle(name: str, result: Any, qtol: int, source: dict, where: str) -> Mode
     if not isinstance(inputs, (tuple, list)) or not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise CortexmError(f"{where}: example_inputs must be a tensor or a tuple of tensors")
     inputs = tuple(inputs)
+    empty = next((k for k, t in enumerate(inputs) if t.numel() == 0), None)
+    if empty is not None:
+        raise CortexmError(f"{where}: example input {empty} has no elements (shape {list(inputs[empty].shape)})")
     if len(result) == 3 and result[2] is not None:
-        calibration = [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in result[2]]
-        if not calibration:
-            raise CortexmError(f"{where}: calibration_samples is empty")
+        calibration = _calibration(result[2], inputs, where)
     else:
         calibration = [inputs] + [tuple(_like(t) for t in inputs) for _ in range(CALIBRATION_SAMPLES - 1)]
+    _check_outputs(module, inputs, where)
     return ModelBundle(name, module.eval(), inputs, calibration, qtol, source)
+
+
+def _calibration(samples: Any, inputs: tuple, where: str) -> list[tuple]:
+    """calibration_samples: a list of samples, each a tensor or a tuple shaped like example_inputs."""
+    import torch
+
+    what = f"{where}: calibration_samples must be a list of samples, each a tensor or a tuple of tensors like example_inputs"
+    if not isinstance(samples, (tuple, list)):
+        raise CortexmError(f"{what}; got {type(samples).__name__}")
+    if not samples:
+        raise CortexmError(f"{where}: calibration_samples is empty")
+    calibration = [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in samples]
+    for k, sample in enumerate(calibration):
+        if len(sample) != len(inputs) or not all(isinstance(t, torch.Tensor) for t in sample):
+            raise CortexmError(f"{what}; sample {k} is not")
+        bad = next((i for i, (t, x) in enumerate(zip(sample, inputs)) if t.shape != x.shape), None)
+        if bad is not None:
+            raise CortexmError(f"{where}: calibration sample {k} input {bad} has shape {list(sample[bad].shape)}, "
+                               f"the example input {list(inputs[bad].shape)}")
+    return calibration
+
+
+def _check_outputs(module, inputs: tuple, where: str) -> None:
+    """The model runs on its example inputs and returns a tensor or a tuple of tensors (what a
+    .pte's outputs can be)."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = module(*inputs)
+    except Exception as e:
+        raise CortexmError(f"{where}: the model raised {type(e).__name__} on its example inputs: {e}") from e
+    outputs = out if isinstance(out, (tuple, list)) else (out,)
+    if not outputs or not all(isinstance(t, torch.Tensor) for t in outputs):
+        raise CortexmError(f"{where}: the model returns {type(out).__name__}; it must return a tensor or a tuple of tensors")
 
 
 def _like(t):

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from cortexm import files
 from cortexm.errors import CortexmError
 
 if sys.version_info >= (3, 11):
@@ -30,16 +31,77 @@ def pins_path() -> Path:
     raise CortexmError(f"pins.toml not found beside the cortexm package; set {PINS_ENV}")
 
 
+FORMAT = 1  # the pin file layout this module (and flake.nix) reads
+
+# The pin file's schema: what every consumer (this module, flake.nix, nix/) reads from it.
+# A key maps to a check of its value, or to a nested schema; "*" matches every key of a table.
+_REV = ("a 40-digit git revision", lambda v: isinstance(v, str) and len(v) == 40 and _is_hex(v))
+_TEXT = ("a string", lambda v: isinstance(v, str) and v != "")
+_SHA256 = ("a sha256 of 64 hex digits", lambda v: isinstance(v, str) and len(v) == 64 and _is_hex(v))
+_NAR = ("an SRI hash (sha256-...=) or \"\" when not established",
+        lambda v: isinstance(v, str) and (v == "" or (v.startswith("sha256-") and len(v) == 51 and v.endswith("="))))
+_FILE = {"url": _TEXT, "sha256": _SHA256, "provenance": _TEXT}
+_SOURCE = {"owner": _TEXT, "repo": _TEXT, "rev": _REV, "nar_hash": _NAR, "nar_hash_provenance": _TEXT}
+SCHEMA = {
+    "format": ("the integer 1", lambda v: v == FORMAT and type(v) is int),
+    "executorch": {**_SOURCE, "version": _TEXT},
+    "cmsis-nn": _SOURCE,
+    "toolchain": {"name": _TEXT, "version": _TEXT, "files": {"*": _FILE}},
+    "fvp": {"*": {"version": _TEXT, "binary": _TEXT, "files": {"*": {**_FILE, "model_dir": _TEXT}}}},
+    "nixpkgs": {"owner": _TEXT, "repo": _TEXT, "rev": _REV, "nar_hash": _NAR},
+    "flatbuffers": {"version": _TEXT, "tag": _TEXT, "nar_hash": _NAR},
+    "python": {"version": _TEXT},
+    "wheels": {"*": {"version": _TEXT, "files": {"*": {**_FILE, "file": _TEXT}}}},
+}
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def schema_problem(data: Any, schema: dict = SCHEMA, where: str = "") -> str | None:
+    """The first place `data` departs from `schema`, as 'KEY: must be ...', or None."""
+    if not isinstance(data, dict):
+        return f"{where or 'the file'}: must be a table"
+    for key, rule in schema.items():
+        keys = list(data) if key == "*" else [key]
+        if key == "*" and not keys:
+            return f"{where}: must have at least one entry"
+        for name in keys:
+            path = f"{where}.{name}" if where else name
+            if name not in data:
+                return f"{path}: missing"
+            if isinstance(rule, dict):
+                problem = schema_problem(data[name], rule, path)
+                if problem:
+                    return problem
+            elif not rule[1](data[name]):
+                return f"{path}: must be {rule[0]}, is {data[name]!r}"[:200]
+    return None
+
+
 @lru_cache(maxsize=None)
 def load(path: Path | None = None) -> dict[str, Any]:
+    """The pin file, checked against SCHEMA (one line naming the first key that is wrong)."""
     path = path or pins_path()
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        with open(files.regular(path, "pin file", 16 << 20), "rb") as f:
+            data = tomllib.load(f)
     except OSError as e:
         raise CortexmError(f"{path}: cannot read the pin file ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise CortexmError(f"{path}: not valid TOML ({e})") from None
+    problem = schema_problem(data)
+    if problem:
+        raise CortexmError(f"{path}: {problem}")
+    return data
+
+
+def distinct(got: str, want: str, digits: int = 12) -> tuple[str, str]:
+    """Two revisions abbreviated as usual, or whole when their abbreviations are equal."""
+    if got[:digits] == want[:digits]:
+        return got, want
+    return got[:digits], want[:digits]
 
 
 @dataclass(frozen=True)
@@ -61,7 +123,8 @@ def check_installed_executorch(pins: dict[str, Any]) -> Check:
     ver = getattr(version, "__version__", "?")
     if got == want:
         return Check("executorch git_version", True, f"{ver} at {got[:12]}, as pinned")
-    return Check("executorch git_version", False, f"{ver} at {got[:12]}, pin is {want[:12]}")
+    got, want = distinct(got, want)
+    return Check("executorch git_version", False, f"{ver} at {got}, pin is {want}")
 
 
 def check_installed_wheel_versions(pins: dict[str, Any]) -> list[Check]:
@@ -91,4 +154,5 @@ def check_cmsis_nn_pin_in_tree(pins: dict[str, Any], executorch_src: Path) -> Ch
         return Check("CMSIS_NN_VERSION in executorch tree", None, f"not found under {executorch_src}")
     if got == want:
         return Check("CMSIS_NN_VERSION in executorch tree", True, f"{got[:12]}, as pinned")
-    return Check("CMSIS_NN_VERSION in executorch tree", False, f"{got[:12]}, pin is {want[:12]}")
+    got, want = distinct(got, want)
+    return Check("CMSIS_NN_VERSION in executorch tree", False, f"{got}, pin is {want}")

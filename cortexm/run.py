@@ -1,6 +1,7 @@
 """Running a .pte on a simulated core and reading back its outputs.
 
     result = run_pte("conv2d.pte", "cortex-m7")              # QEMU, the sidecar's inputs
+    result = run_pte("kws.pte", "cortex-m7", ["mfcc_yes.h"]) # inputs: .bin, .npy, C headers
     result.outputs[0]          # numpy, the model's dtype and shape, laid out in its dim order
     result.instructions        # execute()'s instruction count (QEMU)
     result.max_diff_lsb        # against the sidecar's reference, in quantization steps
@@ -12,6 +13,8 @@ message is the runner's first failure line.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -19,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cortexm import sim
+from cortexm import manifest, sim
 from cortexm.errors import CortexmError
 from cortexm.export import read_sidecar
 from cortexm.firmware import Runner, build_runner, model_ops, suite_ops
+from cortexm.inputs import read_input
 from cortexm.pte import load
 from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.targets import Core
@@ -31,6 +35,8 @@ from cortexm.testing.compare import DTYPES, OutputDiff, compare, reference_outpu
 
 # Bytes of a non-tensor input or output as the runner reads and writes it.
 _SCALARS = {bool: (1, np.bool_), int: (8, np.int64), float: (8, np.float64)}
+# In a --keep folder: what the run wrote there (cortexm.manifest), so the next run may replace it.
+KEEP_MANIFEST = ".cortexm-run.json"
 
 
 class RunError(CortexmError):
@@ -86,16 +92,18 @@ def run_pte(
     cmsis_nn_src: str | Path | None = None,
     fvp: str | Path | None = None,
     workdir: str | Path | None = None,
-    timeout: float = 120,
+    timeout: float = sim.DEFAULT_TIMEOUT,
     progress=None,
     extra_args: tuple[str, ...] = (),
 ) -> RunResult:
-    """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (raw files in
-    the program's dim order; default: the sidecar's), on `runner` or the one `runner_for` picks."""
+    """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (files
+    cortexm.inputs reads: raw .bin in the program's dim order, .npy, C headers; default: the
+    sidecar's), on `runner` or the one `runner_for` picks."""
     pte = Path(pte)
     core = core_named(core) if isinstance(core, str) else core
     plan = load(pte).plan()
     sidecar = read_sidecar(pte)
+    input_bytes(pte, plan, sidecar, inputs)  # a bad input says so before a runner is built
     simulator = sim.for_core(core, sim_name, fvp)
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
@@ -133,21 +141,21 @@ def runner_for(pte: Path, core: Core, simulator: sim.Simulator, **build_args) ->
 
 
 def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inputs: list | None = None,
-            workdir: str | Path | None = None, timeout: float = 120,
+            workdir: str | Path | None = None, timeout: float = sim.DEFAULT_TIMEOUT,
             extra_args: tuple[str, ...] = ()) -> tuple[sim.SimResult, list[bytes]]:
     """One run of `pte` with upstream's protocol: the simulator's result and the raw
     outputs (empty when the run failed). The inputs default to the sidecar's; `extra_args`
     go to the runner (e.g. --guard, --fill)."""
     pte = Path(pte)
     plan = load(pte).plan()
-    input_files = _input_files(pte, plan, read_sidecar(pte), inputs)
+    data = input_bytes(pte, plan, read_sidecar(pte), inputs)
     folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cortexm-run-"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pte, folder / sim.protocol.PROGRAM)
-        names = [f"i{k}.bin" for k in range(len(input_files))]
-        for name, source in zip(names, input_files):
-            shutil.copyfile(source, folder / name)
+        names = [f"i{k}.bin" for k in range(len(data))]
+        for name, raw_input in zip(names, data):
+            (folder / name).write_bytes(raw_input)
         result = simulator.run(runner.elf, core, folder, [*sim.command_line(names), *extra_args], timeout)
         raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]
         if runner.options.coverage and (folder / "coverage.bin").is_file():
@@ -160,21 +168,45 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
     return result, raw
 
 
-def _input_files(pte: Path, plan: ExecutionPlan, sidecar: dict | None, given: list | None) -> list[Path]:
+def input_bytes(pte: Path, plan: ExecutionPlan, sidecar: dict | None, given: list | None) -> list[bytes]:
+    """The bytes of each input the runner reads: `given` files, else the sidecar's."""
     if given is None:
         if sidecar is None:
             raise CortexmError(f"{pte}: no sidecar ({pte.with_suffix('.json').name}) with example inputs; give the inputs")
         given = [pte.parent / entry["file"] for entry in sidecar.get("inputs", [])]
-    files = [Path(f) for f in given]
-    if len(files) != len(plan.inputs):
-        raise CortexmError(f"{pte.name} takes {len(plan.inputs)} inputs, {len(files)} given")
-    for k, (file, index) in enumerate(zip(files, plan.inputs)):
-        if not file.is_file():
-            raise CortexmError(f"input {k}: {file}: no such file")
+    if len(given) != len(plan.inputs):
+        raise CortexmError(f"{pte.name} takes {len(plan.inputs)} inputs, {len(given)} given")
+    data = []
+    for k, (spec, index) in enumerate(zip(given, plan.inputs)):
+        raw = read_input(spec, plan.values[index], k)
         expected, what = _value_bytes(plan, index)
-        if file.stat().st_size != expected:
-            raise CortexmError(f"input {k}: {file} has {file.stat().st_size} B, the program's input {k} is {what} = {expected} B")
-    return files
+        if len(raw) != expected:
+            raise CortexmError(f"input {k}: {spec} has {len(raw)} B, the program's input {k} is {what} = {expected} B")
+        data.append(raw)
+    return data
+
+
+def prepare_keep(folder: Path, force: bool) -> None:
+    """Before a run in `folder` (--keep): it is new, empty, or holds only what an earlier run
+    wrote there (which is then removed); anything else is the user's (--force writes over the
+    files a run writes, and leaves the others alone)."""
+    folder = Path(folder)
+    manifest.check_writable(folder, "--keep", folder=True)
+    manifest.check_folder_owned(folder, KEEP_MANIFEST, force, "choose another --keep folder")
+    if not folder.is_dir():
+        return
+    for name in manifest.read(folder / KEEP_MANIFEST) or {}:
+        if "/" not in name and name not in ("", ".", ".."):  # a run writes no subfolders
+            (folder / name).unlink(missing_ok=True)
+    (folder / KEEP_MANIFEST).unlink(missing_ok=True)
+
+
+def seal_keep(folder: Path) -> None:
+    """After a run in `folder`: the manifest of what it wrote, written last."""
+    written = manifest.of_folder(folder, skip=KEEP_MANIFEST)
+    partial = Path(folder) / (KEEP_MANIFEST + ".partial")
+    partial.write_text(json.dumps({"tool": "cortexm run", manifest.KEY: written}, indent=1) + "\n")
+    os.replace(partial, Path(folder) / KEEP_MANIFEST)
 
 
 def _value_bytes(plan: ExecutionPlan, index: int) -> tuple[int, str]:

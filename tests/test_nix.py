@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from cortexm import nar, sources
+from cortexm import manifest, nar, sources
 from cortexm.targets import CORES
 
 if sys.version_info >= (3, 11):
@@ -531,14 +531,6 @@ def _pinned_wheel(pins: dict, name: str, system: str) -> dict | None:
     return None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _wheel_file(entry: dict, tmp_path: Path) -> Path:
     """The pinned wheel from ~/.cache/cortexm/wheels or a $PIP_FIND_LINKS folder, else
     downloaded with pip from PyPI into that cache; skips when it cannot be had."""
@@ -546,7 +538,7 @@ def _wheel_file(entry: dict, tmp_path: Path) -> Path:
     for folder in folders:
         path = folder / entry["file"]
         if path.is_file():
-            assert _sha256(path) == entry["sha256"], f"{path} is not the pinned {entry['file']}"
+            assert manifest.sha256(path) == entry["sha256"], f"{path} is not the pinned {entry['file']}"
             return path
     howto = f"download {entry['url']} into {WHEEL_CACHE} (or a $PIP_FIND_LINKS folder)"
     if urlparse(entry["url"]).hostname != "files.pythonhosted.org":

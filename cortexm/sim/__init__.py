@@ -15,7 +15,7 @@ from typing import Protocol
 from cortexm.errors import CortexmError
 from cortexm.sim.fvp import Fvp
 from cortexm.sim.host import Host
-from cortexm.sim.protocol import SimResult, command_line, output_path  # noqa: F401
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, command_line, output_path  # noqa: F401
 from cortexm.sim.qemu import Qemu
 from cortexm.targets import Core
 
@@ -29,7 +29,7 @@ class Simulator(Protocol):
 
     def require(self, core: Core) -> str: ...
 
-    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = 120) -> SimResult: ...
+    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> SimResult: ...
 
 
 def for_core(core: Core, name: str, fvp: str | Path | None = None) -> Simulator:

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from cortexm.errors import CortexmError
-from cortexm.sim.protocol import GUARD_BYTES, MAX_COMMAND_LINE, SimResult, run_process
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, MAX_COMMAND_LINE, SimResult, run_process
 from cortexm.targets import CORES, Core
 
 FVP_ENV = "CORTEXM_FVP"
@@ -65,7 +65,7 @@ class Fvp:
             "--timelimit", str(int(timeout)),
         ]
 
-    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = 120) -> SimResult:
+    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> SimResult:
         """Runs `elf` (built for the FVP's board) with `workdir` as the semihosting folder."""
         command = self.command(Path(elf), core, Path(workdir), argv, timeout)
         return run_process(command, Path(workdir), timeout + 30)

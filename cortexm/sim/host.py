@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from cortexm.errors import CortexmError
-from cortexm.sim.protocol import SimResult, run_process
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, run_process
 from cortexm.targets import Core
 
 # Leaks are not what this looks for: the runner never frees what a run allocates.
@@ -37,7 +37,7 @@ class Host:
         # --trace: each instruction announced, so a sanitizer report names its kernel call.
         return [str(elf), *argv[1:], *([] if "--trace" in argv else ["--trace", "1"])]
 
-    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = 120) -> SimResult:
+    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> SimResult:
         return run_process(self.command(Path(elf), core, argv), Path(workdir), timeout,
                            env={**os.environ, **SANITIZER_ENV})
 

@@ -16,10 +16,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cortexm import children
+
 PROGRAM = "program.pte"
 OUTPUT_BASE = "out"
 # The FVP truncates a longer semihosting command line.
 MAX_COMMAND_LINE = 256
+# Seconds one run may take (`--timeout`): the largest suite model executes in ~10 s under
+# QEMU; a hung kernel or an endless loop must not hold a run forever.
+DEFAULT_TIMEOUT = 120.0
 # Bytes of guard the memory oracle puts before and after every planned buffer on a core.
 GUARD_BYTES = 256
 
@@ -40,7 +45,7 @@ class SimResult:
     def failure_line(self) -> str | None:
         """The first line that says what went wrong, or None when the run succeeded."""
         if self.timed_out:
-            return f"timed out after {self.seconds:.0f} s"
+            return f"timed out after {self.seconds:.0f} s (the limit; --timeout SECONDS raises it)"
         m = _FAILURE.search(self.log)
         if m:
             return m.group(0).strip()
@@ -84,8 +89,8 @@ def run_process(command: list[str], workdir: Path, timeout: float, env: dict | N
     """Runs a simulator to its end; the log is stdout and stderr together."""
     started = time.monotonic()
     try:
-        done = subprocess.run(command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=timeout, env=env)
+        done = children.run(command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         log = (e.stdout or b"").decode(errors="replace")
         return SimResult(-1, log, command, time.monotonic() - started, timed_out=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cortexm.errors import CortexmError
 from cortexm.firmware.tools import INSTALL as INSTALL_HINTS
-from cortexm.sim.protocol import GUARD_BYTES, SimResult, run_process
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, SimResult, run_process
 from cortexm.targets import CORES, Core
 
 ICOUNT_SHIFT = 6
@@ -51,7 +51,7 @@ class Qemu:
             "-kernel", str(elf),
         ]
 
-    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = 120) -> SimResult:
+    def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> SimResult:
         """Runs `elf` on the board of `core` with `workdir` as the semihosting folder."""
         command = self.command(Path(elf), core, argv)
         return run_process(command, Path(workdir), timeout)

@@ -36,6 +36,12 @@ def to_logical(raw: bytes, dtype: str, shape: list[int], dim_order: list[int]) -
     return stored.transpose(np.argsort(order))
 
 
+def to_raw(values: np.ndarray, dim_order: list[int]) -> bytes:
+    """An array of the logical shape -> its bytes laid out in `dim_order` (to_logical's inverse)."""
+    order = list(dim_order) or list(range(values.ndim))
+    return np.ascontiguousarray(values.transpose(order)).tobytes()
+
+
 def logical(raw: bytes, entry: dict) -> np.ndarray:
     """A sidecar input/output's bytes (the program's dim order) in logical order."""
     return to_logical(raw, entry["dtype"], entry["shape"], entry["dim_order"])

@@ -14,11 +14,13 @@ class RunnerSimulator:
     """Runs programs on one core's runner in one simulator."""
 
     def __init__(self, core: Core, sim_name: str, runner, fvp: str | None = None,
-                 executorch_src: str | None = None, cmsis_nn_src: str | None = None) -> None:
-        self.core, self.sim_name, self.runner, self.fvp = core, sim_name, runner, fvp
-        self.sources = dict(executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src)
+                 executorch_src: str | None = None, cmsis_nn_src: str | None = None,
+                 timeout: float | None = None) -> None:
         from cortexm import sim
 
+        self.core, self.sim_name, self.runner, self.fvp = core, sim_name, runner, fvp
+        self.timeout = timeout or sim.DEFAULT_TIMEOUT
+        self.sources = dict(executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src)
         self.name = f"{sim.for_core(core, sim_name, fvp).name} {runner.board}"
         # Where a known defect's files are looked up: the trees this runner was built from.
         self.locators = {component: (lambda rel, root=root: root / rel) for component, root in runner.trees().items()}
@@ -31,7 +33,7 @@ class RunnerSimulator:
         runner = self.runner if set(model_ops(pte)) <= set(self.runner.ops) else None
         try:
             result = run_pte(pte, core, self.sim_name, inputs, runner=runner, fvp=self.fvp, extra_args=extra_args,
-                             **self.sources)
+                             timeout=self.timeout, **self.sources)
         except RunError as e:
             failure = str(e).split(": ", 1)[-1]
             if core.hosted:
@@ -50,7 +52,7 @@ class RunnerSimulator:
 
 def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn_src: str | None,
                progress: Callable[[str], None], fvp: str | None = None,
-               coverage: bool = False) -> dict[str, RunnerSimulator | str]:
+               coverage: bool = False, timeout: float | None = None) -> dict[str, RunnerSimulator | str]:
     """core name -> a simulator with its runner built (with gcov counters for `coverage`), or
     the one-line reason there is none."""
     if sim == "none":
@@ -67,7 +69,7 @@ def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn
             progress(f"runner for {core.name} ({sim} {board})")
             runner = build_runner(core, board=board, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
                                   options=BuildOptions(coverage=coverage), progress=progress)
-            found[core.name] = RunnerSimulator(core, sim, runner, fvp, executorch_src, cmsis_nn_src)
+            found[core.name] = RunnerSimulator(core, sim, runner, fvp, executorch_src, cmsis_nn_src, timeout)
         except CortexmError as e:
             found[core.name] = str(e)
     return found

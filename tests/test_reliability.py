@@ -1,0 +1,211 @@
+"""Reliability: user files are never lost, damaged caches are never trusted, bad input gets one line.
+
+Each test is one of the attacks that once failed (issue 13), run the way a user meets it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import MISSING, run_cli
+from test_cli_errors import _assert_one_line_error
+
+needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
+
+
+# --- model factories that return or do the wrong thing ------------------------------------
+
+@pytest.mark.parametrize("body, fragment", [
+    ("return torch.nn.ReLU(), (torch.zeros(1, 0, 4),)", "example input 0 has no elements"),
+    ("return torch.nn.ReLU(), (torch.zeros(1, 4),), 5", "calibration_samples must be a list"),
+    ("return torch.nn.ReLU(), (torch.zeros(1, 4),), [torch.zeros(2, 2)]", "calibration sample 0 input 0 has shape [2, 2]"),
+    ("return Dict(), (torch.zeros(1, 4),)", "the model returns dict"),
+    ("sys.exit(0)", "make() called sys.exit(0)"),
+])
+def test_factory_mistakes_are_one_line_errors(tmp_path, body, fragment):
+    model = tmp_path / "model.py"
+    model.write_text("import sys\nimport torch\n\n"
+                     "class Dict(torch.nn.Module):\n    def forward(self, x):\n        return {'y': x}\n\n"
+                     f"def make():\n    {body}\n")
+    out = tmp_path / "out" / "m.pte"
+    _assert_one_line_error(run_cli("export", f"{model}:make", "-t", "cortex-m7", "-o", str(out)), fragment)
+    assert not out.parent.exists()
+
+
+# --- output paths: checked before the lowering ----------------------------------------------
+
+def test_export_output_path_problems(tmp_path):
+    (tmp_path / "afile").write_text("mine\n")
+    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(tmp_path / "afile" / "x.pte")),
+                           "is not a folder")
+    long_name = "n" * 300 + ".pte"
+    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(tmp_path / long_name)),
+                           "longer than 255 bytes")
+    assert (tmp_path / "afile").read_text() == "mine\n"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders; run as a user to check this")
+def test_export_into_read_only_folder(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o555)
+    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(folder / "x.pte")), "is not writable")
+
+
+# --- the pin file ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda text: "", "format: missing"),
+    (lambda text: text.replace("format = 1", "format = 2"), "format: must be the integer 1"),
+    (lambda text: text.replace("[cmsis-nn]", "[cmsis-nn-old]"), "cmsis-nn: missing"),
+    (lambda text: text.replace('rev = "dbf45dbfcc515421dd6099037d3e2637b90748c8"', "rev = 5"),
+     "cmsis-nn.rev: must be a 40-digit git revision, is 5"),
+    (lambda text: text.replace('sha256 = "274c28c2', 'sha256 = "74c28c2', 1),
+     "wheels.executorch.files.cp311-x86_64-linux.sha256: must be a sha256 of 64 hex digits"),
+])
+def test_pin_file_schema_names_the_key(tmp_path, edit, fragment):
+    from cortexm import pins
+
+    broken = tmp_path / "pins.toml"
+    broken.write_text(edit(pins.pins_path().read_text()))
+    env = {**os.environ, pins.PINS_ENV: str(broken)}
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "cortexm", "pins"], capture_output=True, text=True, env=env, timeout=300)
+    _assert_one_line_error(result, fragment)
+
+
+def test_revisions_that_differ_late_are_shown_whole():
+    from cortexm.pins import distinct
+
+    a, b = "dbf45dbfcc51" + "5" * 28, "dbf45dbfcc51" + "6" * 28
+    assert distinct(a, b) == (a, b)
+    assert distinct("1" * 40, "2" * 40) == ("1" * 12, "2" * 12)
+
+
+# --- special files as input -----------------------------------------------------------------
+
+def test_run_refuses_special_files_before_building(tmp_path):
+    fifo = tmp_path / "fifo.pte"
+    os.mkfifo(fifo)
+    _assert_one_line_error(run_cli("run", str(fifo), "-t", "cortex-m7"), "is a FIFO")
+    _assert_one_line_error(run_cli("run", str(tmp_path), "-t", "cortex-m7"), "is a directory")
+    _assert_one_line_error(run_cli("run", "/dev/zero", "-t", "cortex-m7"), "is a device")
+
+
+# --- damaged caches -------------------------------------------------------------------------
+
+def test_damaged_export_cache_entry_is_exported_again(exported):
+    from cortexm.testing import cache
+
+    pte = exported("relu", "cortex-m7")
+    good = pte.read_bytes()
+    flipped = bytearray(good)
+    flipped[len(flipped) // 2] ^= 0x01  # a constant, say: the program still parses
+    pte.write_bytes(bytes(flipped))
+    notes = []
+    assert cache.lookup("relu", "cortex-m7", "legacy", note=notes.append) is None
+    assert notes == ["note: the cached export of relu for cortex-m7 is damaged (relu.pte changed since it was written); "
+                     "exporting it again"]
+    again = exported("relu", "cortex-m7")
+    assert again.read_bytes() == good  # the export is deterministic: the same program as before the damage
+
+
+def test_abandoned_temporary_export_folders_are_removed(exported):
+    from cortexm.testing import cache
+
+    folder = exported("relu", "cortex-m7").parent.parent
+    dead = folder / f"{cache.TMP_PREFIX}999999999-abcd"  # no such process
+    dead.mkdir()
+    (dead / "half.pte").write_bytes(b"partial")
+    cache.remove_abandoned(folder)
+    assert not dead.exists()
+
+
+@needs_firmware
+def test_damaged_runner_in_the_build_cache_is_built_again(runners):
+    from cortexm.firmware import build_runner
+
+    # The session's M7 runner, its cached ELF truncated (as a full disk or a killed copy leaves it).
+    runner = runners["cortex-m7"]
+    good = runner.elf.read_bytes()
+    runner.elf.write_bytes(good[:1000])
+    notes = []
+    rebuilt = build_runner("cortex-m7", progress=notes.append)
+    assert any(f"is damaged ({runner.elf.name} has 1000 B, {len(good)} B were written); building it again" in n
+               for n in notes), notes
+    assert rebuilt.elf.read_bytes() == good
+
+    (rebuilt.build_dir / "build.json").write_text("[]")
+    notes.clear()
+    assert build_runner("cortex-m7", progress=notes.append).elf.read_bytes() == good
+    assert any("its build.json is unreadable" in n for n in notes), notes
+
+
+# --- run: inputs as a user has them, files it may touch -------------------------------------
+
+@needs_firmware
+def test_run_reads_npy_and_c_headers_like_raw_inputs(runners, exported, tmp_path):
+    from cortexm.export import read_sidecar
+    from cortexm.pte import load
+    from cortexm.run import from_raw
+
+    pte = exported("conv2d", "cortex-m7")
+    sidecar = read_sidecar(pte)
+    plan = load(pte).plan()
+    raw = (pte.parent / sidecar["inputs"][0]["file"]).read_bytes()
+    values = from_raw(raw, plan.values[plan.inputs[0]], "input 0")  # logical shape, NCHW
+    np.save(tmp_path / "x.npy", values)
+    ctype = {"float32": "float", "int8": "int8_t"}[str(values.dtype)]
+    literals = ", ".join(repr(float(v)) + "f" if ctype == "float" else str(int(v)) for v in values.reshape(-1))
+    (tmp_path / "x.h").write_text(f"// as an Arduino example ships it\nstatic const {ctype} test_input[{values.size}] = {{{literals}}};\n")
+
+    outputs = {}
+    for given in (None, tmp_path / "x.npy", tmp_path / "x.h"):
+        args = ["run", str(pte), "-t", "cortex-m7", "--json"] + (["-i", str(given)] if given else [])
+        result = run_cli(*args)
+        assert result.returncode == 0, result.stderr
+        outputs[str(given)] = json.loads(result.stdout)["outputs"]
+    assert len({json.dumps(o) for o in outputs.values()}) == 1, outputs
+
+    (tmp_path / "bad.h").write_text("float a[2] = {1.0f, 2.0f};\n")
+    _assert_one_line_error(run_cli("run", str(pte), "-t", "cortex-m7", "-i", str(tmp_path / "bad.h")), "2 values")
+
+
+@needs_firmware
+def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path):
+    pte = str(exported("relu", "cortex-m7"))
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "program.pte").write_text("my notes\n")
+    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "program.pte, which cortexm did not write")
+    assert (keep / "program.pte").read_text() == "my notes\n"
+
+    (keep / "program.pte").unlink()
+    saved = tmp_path / "y.npy"
+    first = run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep), "--save", str(saved))
+    assert first.returncode == 0, first.stderr
+    assert sorted(p.name for p in keep.iterdir()) == [".cortexm-run.json", "i0.bin", "out-0.bin", "program.pte"]
+    assert np.load(saved).shape == (1, 4, 6, 6)
+    # Its own files it replaces; a file it wrote that the user changed, or a --save target, it does not.
+    again = run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep))
+    assert again.returncode == 0, again.stderr
+    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--save", str(saved)), "exists")
+    (keep / "out-0.bin").write_bytes(b"edited")
+    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "out-0.bin")
+    assert (keep / "out-0.bin").read_bytes() == b"edited"
+
+
+def test_run_audits_before_building(exported):
+    """A program planned for the M7's DSP kernels, run on the M55: refused before any build."""
+    pte = str(exported("conv2d", "cortex-m7"))
+    verify = run_cli("verify", pte, "--target", "cortex-m55")
+    assert verify.returncode == 1, verify.stdout  # scratch sized for DSP; the MVE kernel needs more
+    first_problem = next(l for l in verify.stdout.splitlines() if l.startswith("FAIL"))
+    result = run_cli("run", pte, "-t", "cortex-m55", "--executorch-src", "/nonexistent-tree")
+    _assert_one_line_error(result, first_problem, "--no-audit")
