@@ -23,7 +23,10 @@ the baseline. A mutant is KILLED when a (case, core) result gets worse (PASS or 
 becomes FAIL, ERROR, XPASS or NOT RUN; or a result that failed already fails with a line
 it did not have), when a cross-core check fails that passed, or when the command ends
 without a report or with a worse exit status. A failure the tool itself files as an
-expected one (XFAIL) does not count: the command would not have told the contributor.
+expected one (XFAIL) does not count: the command would not have told the contributor. Nor
+does the reverse: a known defect is keyed to the content of the file it lives in, so a mutant
+of that file un-excuses the defect's own failure ("excuse withdrawn", shown, not a kill).
+--rejudge judges the reports of an earlier run again, without running anything.
 A runner that no longer compiles counts as killed and is reported as "build broken".
 
 Out: one line per mutant (name, KILLED/SURVIVED, the stages that noticed it, seconds),
@@ -54,6 +57,9 @@ MUTANTS = Path(__file__).resolve().parent / "mutants"
 KINDS = ("cpp", "python")
 CORES = ("cortex-m7", "cortex-m55")
 GOOD = {"PASS", "XFAIL"}  # results that are not a problem for the contributor
+# A failure the baseline excused by a known defect, unexcused once the mutant changed the
+# defect's file: reported, never counted as a kill.
+WITHDRAWN = "excuse withdrawn"
 BUILD_FAILED = re.compile(r"(building|configuring) the \S+ runner failed")
 
 
@@ -230,13 +236,22 @@ def judge(base: dict, mutated: dict, work: Path) -> list[list[str]]:
         new = [f for f in r["failures"] if norm(f) not in known]
         if b is not None and b["status"] not in GOOD and not new:
             continue  # failed before, and in the same way
+        if b is not None and b["status"] == "XFAIL" and r["status"] == "FAIL" and not new:
+            # The same failure, no longer excused: a known defect is keyed to the content of the
+            # file it is in, and the mutant changed that file. No check noticed the mutant here.
+            worse.append([WITHDRAWN, r["case"], r["core"], r["reason"]])
+            continue
         for stage, line in new or [(_status_stage(r), r["reason"])]:
             worse.append([stage, r["case"], r["core"], line])
-    failed_before = {c["case"] for c in base.get("cross_core", []) if c["failed"]}
+    checks_before = {c["case"]: c for c in base.get("cross_core", [])}
     for c in mutated.get("cross_core", []):
-        if c["failed"] and c["case"] not in failed_before:
-            split = " | ".join(", ".join(g) for g in c["groups"])
-            worse.append(["cross-core", c["case"], "-", f"cores disagree [{split}]; first at {c['first_difference']}"])
+        b = checks_before.get(c["case"])
+        if not c["failed"] or (b is not None and b["failed"]):
+            continue
+        split = " | ".join(", ".join(g) for g in c["groups"])
+        excused_before = b is not None and b.get("expected") and b["groups"] == c["groups"]
+        worse.append([WITHDRAWN if excused_before else "cross-core", c["case"], "-",
+                      f"cores disagree [{split}]; first at {c['first_difference']}"])
     return worse
 
 
@@ -258,8 +273,13 @@ def outcome_of(mutant: Mutant, rc: int, report: dict | None, base_rc: int, base:
         worse = judge(base, report, runner.work)
         if not worse and rc > base_rc:
             worse = [["exit status", "-", "-", f"exit {rc}, baseline {base_rc}"]]
+    return _judged(out, worse)
+
+
+def _judged(out: Outcome, worse: list[list[str]]) -> Outcome:
+    """`out` with the verdict `worse` (judge's list) gives."""
     if worse:
-        out.verdict = "KILLED"
+        out.verdict = "KILLED" if any(w[0] != WITHDRAWN for w in worse) else "SURVIVED"
         out.stages = list(dict.fromkeys(w[0] for w in worse))
         out.build_broken = "build" in out.stages or any(BUILD_FAILED.search(w[3]) for w in worse)
         out.evidence = worse[:5]
@@ -269,7 +289,7 @@ def outcome_of(mutant: Mutant, rc: int, report: dict | None, base_rc: int, base:
 # --- the report --------------------------------------------------------------------------
 
 def one_line(o: Outcome) -> str:
-    by = "build broken" if o.build_broken else ", ".join(o.stages) if o.verdict == "KILLED" else ""
+    by = "build broken" if o.build_broken else ", ".join(o.stages)
     return f"{o.name:<48} {o.verdict:<11} {by:<34} {o.seconds:5.0f} s"
 
 
@@ -297,7 +317,10 @@ def print_summary(outcomes: list[Outcome]) -> dict:
     if survivors:
         print("survivors:")
         for o in survivors:
-            print(f"  {o.name}: " + (f"equivalent: {o.equivalent}" if o.equivalent else "no check noticed it"))
+            why = (f"equivalent: {o.equivalent}" if o.equivalent else "no check noticed it")
+            if o.stages == [WITHDRAWN]:
+                why += f" (only a known defect's excuse was withdrawn: {o.evidence[0][1]} {o.evidence[0][2]})"
+            print(f"  {o.name}: {why}")
     for o in outcomes:
         if o.verdict == "KILLED" and o.equivalent:
             print(f"  note: {o.name} is marked equivalent but was killed: {o.evidence[0]}")
@@ -317,6 +340,24 @@ def select(only: str | None, kind: str | None) -> list[Mutant]:
     return [m for m in mutants if (kind is None or m.kind == kind) and (only is None or only in m.name)]
 
 
+def rejudge(mutants: list[Mutant], work: Path, json_path: Path | None) -> None:
+    """The verdicts of an earlier run's reports, judged by this file's rules (exit statuses,
+    which the reports do not keep, are left out)."""
+    base = json.loads((work.parent / "baseline.json").read_text())
+    outcomes = []
+    for mutant in mutants:
+        path = work.parent / "mutant-reports" / f"{mutant.name.replace('/', '-')}.json"
+        if not path.is_file():
+            continue
+        out = Outcome(mutant.name, mutant.kind, mutant.what, mutant.equivalent, "SURVIVED", report=str(path))
+        out = _judged(out, judge(base, json.loads(path.read_text()), work))
+        outcomes.append(out)
+        print(one_line(out), flush=True)
+    rates = print_summary(outcomes)
+    if json_path:
+        json_path.write_text(json.dumps({"mutants": [asdict(o) for o in outcomes], "kill_rate": rates}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executorch-src", required=True, type=Path, help="the ExecuTorch tree to mutate (only read)")
@@ -327,6 +368,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="the working copy (default: $XDG_CACHE_HOME/cortexm/mutants/work)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--keep-going", action="store_true", help="record a mutant that does not apply and go on")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="run nothing: judge the reports an earlier run left in WORK/../mutant-reports again")
     args = parser.parse_args()
     args.target = args.target or list(CORES)
     tree, work = args.executorch_src.resolve(), (args.work or default_work()).resolve()
@@ -338,6 +381,9 @@ def main() -> None:
     if not mutants:
         sys.exit(f"bench: no mutant in {MUTANTS} matches")
 
+    if args.rejudge:
+        rejudge(mutants, work, args.json)
+        return
     print(f"working copy {work}: {prepare_work(tree, work)}", flush=True)
     runner = Runner(args, work)
     print(f"command: {' '.join(runner.command)} --json REPORT", flush=True)

@@ -1,0 +1,40 @@
+"""bench/mutants.py's verdict rules: what counts as a kill."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("bench_mutants", Path(__file__).parent.parent / "bench" / "mutants.py")
+mutants = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = mutants  # its dataclasses look their module up
+_spec.loader.exec_module(mutants)
+
+
+def _row(status, failures=(), case="q", core="cortex-m55"):
+    return {"case": case, "core": core, "status": status, "reason": "max |diff| 127 LSB", "failures": [list(f) for f in failures]}
+
+
+def _verdict(base_rows, rows, base_checks=(), checks=()):
+    worse = mutants.judge({"results": base_rows, "cross_core": list(base_checks)},
+                          {"results": rows, "cross_core": list(checks)}, Path("/work"))
+    out = mutants.Outcome("m", "cpp", "", "", "SURVIVED")
+    return mutants._judged(out, worse)
+
+
+def test_a_new_failure_kills():
+    out = _verdict([_row("PASS")], [_row("FAIL", [("compare", "max |diff| 3 LSB")])])
+    assert (out.verdict, out.stages) == ("KILLED", ["compare"])
+
+
+def test_an_excused_failure_unexcused_by_the_edit_is_no_kill():
+    """A known defect keyed to the mutated file stops excusing its own, unchanged failure."""
+    same = [("compare", "max |diff| 127 LSB")]
+    check = {"case": "q", "groups": [["cortex-m7"], ["cortex-m55"]], "first_difference": "output 0[0]"}
+    out = _verdict([_row("XFAIL", same)], [_row("FAIL", same)],
+                   [{**check, "failed": False, "expected": "quantize wraps on MVE"}], [{**check, "failed": True, "expected": ""}])
+    assert (out.verdict, out.stages) == ("SURVIVED", [mutants.WITHDRAWN])
+    # The same failure plus one it did not have: a kill.
+    out = _verdict([_row("XFAIL", same)], [_row("FAIL", same + [("memory", "wrote 1 bytes past")])])
+    assert out.verdict == "KILLED" and out.stages == ["memory"]
