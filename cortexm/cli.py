@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import sys
 import time
 from pathlib import Path
@@ -61,6 +62,17 @@ def _timeout_option(fn):
 
     return click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT, show_default=True,
                         help="Seconds one simulator run may take before it is stopped (a hung kernel).")(fn)
+
+
+def _shard_option(fn):
+    def parse(ctx, param, value):
+        from cortexm.testing import shards
+
+        return shards.parse(value) if value else None
+
+    return click.option("--shard", callback=parse, metavar="K/N",
+                        help="Run only shard K of N (cases split by a hash of their name, each with all its "
+                             "cores); `cortexm report merge` joins the shards' --json reports.")(fn)
 
 
 def _lowering_option(fn):
@@ -364,8 +376,9 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
                    "cortex_m kernels and CMSIS-NN ran: DIR/<core>/cobertura.xml, lcov.info and a table.")
 @_lowering_option
 @_timeout_option
+@_shard_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
-             executorch_src, cmsis_nn_src, offline, coverage_dir, lowering, timeout) -> int:
+             executorch_src, cmsis_nn_src, offline, coverage_dir, lowering, timeout, shard) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm import backend_source, library
     from cortexm.testing import app, simulate
@@ -384,7 +397,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
             cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
             goldens=Path(goldens) if goldens else app.default_goldens(),
             library=library.load(library_path) if library_path else None,
-            jobs=max(1, jobs), grid=grid,
+            jobs=max(1, jobs), grid=grid, shard=shard,
         )
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
                                                  coverage=bool(coverage_dir), timeout=timeout)
@@ -401,6 +414,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
     print_summary(results, checks, options, elapsed)
     covered = _coverage(options, Path(coverage_dir)) if coverage_dir else {}
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
+            "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "lowering": backend_source.describe(),
             "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()}}
     if junit:
@@ -510,7 +524,10 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
 @click.option("--executorch-src")
 @click.option("--cmsis-nn-src")
 @_timeout_option
-def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src, timeout) -> int:
+@_shard_option
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the samples' results as a `test --json` report.")
+def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src, timeout, shard,
+          json_path) -> int:
     """Seeded random samples of OP's parameters, checked against the reference and across cores.
 
     OP is one of: conv2d, depthwise_conv2d, transpose_conv2d, linear, avg_pool2d,
@@ -531,7 +548,15 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
         if missing:
             raise CortexmError(f"a sweep runs on simulators: {'; '.join(f'{k}: {v}' for k, v in missing.items())}")
         report = sweeps.run_sweep(op, cores, seed, count, Path(out_dir), simulators, jobs=max(1, jobs),
-                                  shrink_limit=shrink_limit, progress=progress)
+                                  shrink_limit=shrink_limit, progress=progress, shard=shard)
+    if json_path:
+        from cortexm import backend_source
+        from cortexm.testing import app
+
+        Path(json_path).write_text(app.to_json(report.results, report.checks, {
+            "cores": [c.name for c in cores], "sim": sim, "seconds": round(report.seconds, 2), "cortexm": __version__,
+            "shard": f"{shard[0]}/{shard[1]}" if shard else None, "lowering": backend_source.describe(),
+            "sweep": {"op": op, "seed": seed, "count": count}}))
     agree = sum(c.agree for c in report.checks)
     click.echo(f"{op} seed {seed}: {report.samples} samples on {', '.join(report.cores)} in {report.seconds:.0f} s "
                f"({report.per_minute:.1f} samples/min); {agree}/{len(report.checks)} bit-identical across cores; "
@@ -542,6 +567,42 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
             click.echo(f"     shrunk to {f.shrunk}")
             click.echo(f"     reproducer: {f.repro}")
     return EXIT_PROBLEMS if report.findings else 0
+
+
+@cli.group()
+def report() -> None:
+    """Work with `cortexm test --json` reports."""
+
+
+@report.command(name="merge")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the merged JSON report here.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write the merged JUnit XML report here.")
+def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | None) -> int:
+    """Join the --json reports of the shards of one run (`test --shard K/N`) into one, as if
+    unsharded; exit 1 when any case or cross-core check failed, as `test` does."""
+    from cortexm import files
+    from cortexm.testing import app, shards
+
+    loaded = []
+    for path in reports:
+        try:
+            loaded.append(json.loads(files.regular(path, "report", 1 << 30).read_text()))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CortexmError(f"{path}: not a JSON report ({e})") from None
+    results, checks, meta = shards.merge(loaded, list(reports))
+    if json_path:
+        Path(json_path).write_text(app.to_json(results, checks, meta))
+    if junit:
+        Path(junit).write_text(app.to_junit(results, checks))
+    failed = [r for r in results if r.failed] + [c for c in checks if c.failed]
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in results).items()))
+    click.echo(f"merged {len(reports)} reports: {len(results)} results ({statuses}); "
+               f"{sum(c.failed for c in checks)} of {len(checks)} cross-core checks failed")
+    for r in results:
+        if r.failed:
+            click.echo(f"{r.status} {r.case} {r.core}: {r.reason}")
+    return EXIT_PROBLEMS if failed else 0
 
 
 # The firmware subcommands (sources, build, run, size) register themselves on `cli`.

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from cortexm.cases import register
 from cortexm.errors import CortexmError
+from cortexm.testing import shards
 
 Params = dict[str, Any]
 
@@ -342,8 +343,10 @@ class SweepReport:
 
 
 def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: dict, jobs: int = 2,
-              shrink_limit: int = 3, progress: Callable[[str], None] = lambda _: None) -> SweepReport:
-    """Draw, export, run and check `count` samples of `op`; shrink and write reproducers."""
+              shrink_limit: int = 3, progress: Callable[[str], None] = lambda _: None,
+              shard: tuple[int, int] | None = None) -> SweepReport:
+    """Draw, export, run and check `count` samples of `op` (those of `shard`, when given: the
+    same draw on every shard); shrink and write reproducers."""
     import time
 
     from cortexm.testing import app
@@ -355,7 +358,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
     batch = out_dir / f"sweep-{op}-{seed}.py"
     batch.write_text(case_file(list(zip(names, [op] * count, samples)),
                                f"cortexm sweep {op} --seed {seed} --count {count}: the drawn samples"))
-    options = app.Options(cores=list(cores), case_files=[batch], simulators=simulators, jobs=jobs)
+    options = app.Options(cores=list(cores), case_files=[batch], simulators=simulators, jobs=jobs, shard=shard)
     results = app.run(options, progress)
     cases = {c.name: c for c in app.select_cases(options)}
     checks = app.cross_core(results, cases)
@@ -363,7 +366,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
 
     findings = []
     for name, params in zip(names, samples):
-        failure = _failure(name, results, checks)
+        failure = _failure(name, results, checks) if shards.belongs(name, shard) else ""
         if failure:
             findings.append(Finding(name, params, failure))
     expected = sum(r.status == "XFAIL" for r in results)
@@ -376,7 +379,8 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
             f"Reproducer from `cortexm sweep {op} --seed {seed} --count {count}`, sample {finding.sample}.\n"
             f"Failure: {finding.failure}\nOriginal parameters: {finding.params!r}\n"
             f"Run it: cortexm test --cases {finding.repro.name} " + " ".join(f"-t {c.name}" for c in cores)))
-    return SweepReport(op, seed, count, [c.name for c in cores], seconds, results, checks, findings, expected)
+    ran = sum(shards.belongs(name, shard) for name in names)
+    return SweepReport(op, seed, ran, [c.name for c in cores], seconds, results, checks, findings, expected)
 
 
 def _failure(name: str, results, checks) -> str:

@@ -25,7 +25,7 @@ from cortexm import defects
 from cortexm.errors import CortexmError
 from cortexm.export import read_sidecar
 from cortexm.targets import Core
-from cortexm.testing import cache, crosscore
+from cortexm.testing import cache, crosscore, shards
 from cortexm.testing.crosscore import CrossCore
 from cortexm.testing.compare import compare, reference_outputs
 
@@ -90,6 +90,7 @@ class Options:
     memory: bool = True
     fills: tuple[int, int] = (0x00, 0xFF)
     sim_jobs: int | None = None  # simulator runs at once (default: jobs)
+    shard: tuple[int, int] | None = None  # (K, N): only the cases of shard K of N (cortexm.testing.shards)
 
 
 def select_cases(options: Options) -> list[case_registry.Case]:
@@ -106,7 +107,7 @@ def select_cases(options: Options) -> list[case_registry.Case]:
         selected = [c for c in selected if options.pattern in c.name]
     if not selected:
         raise CortexmError("no case matches" + (f" -k {options.pattern!r}" if options.pattern else ""))
-    return selected
+    return [c for c in selected if shards.belongs(c.name, options.shard)]
 
 
 _FILE_CASES: dict[Path, set[str]] = {}
@@ -451,6 +452,8 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     task.done()
     for pte in options.ptes:
         case = given_program(pte)
+        if not shards.belongs(case.name, options.shard):
+            continue
         for core in options.cores:
             results.append(check(case, core, pte, options))
             progress(f"{results[-1].status:5} {case.name} {core.name}")
@@ -526,7 +529,7 @@ def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
 
     suites = ET.Element("testsuites", name="cortexm")
     for core in dict.fromkeys(r.core for r in results):
-        rs = [r for r in results if r.core == core]
+        rs = sorted((r for r in results if r.core == core), key=lambda r: r.case)  # shards merge to the same file
         suite = ET.SubElement(suites, "testsuite", name=core, tests=str(len(rs)),
                               failures=str(sum(r.status in ("FAIL", "XPASS") for r in rs)),
                               errors=str(sum(r.status == "ERROR" for r in rs)),
@@ -549,7 +552,7 @@ def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
     if checks:
         suite = ET.SubElement(suites, "testsuite", name="cross-core", tests=str(len(checks)),
                               failures=str(sum(c.failed for c in checks)), errors="0", skipped="0")
-        for c in checks:
+        for c in sorted(checks, key=lambda c: c.case):
             tc = ET.SubElement(suite, "testcase", classname="cortexm.cross-core", name=c.case)
             if c.failed:
                 ET.SubElement(tc, "failure", message=c.line())
