@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from cortexm.pte import PteError, parse
+from cortexm.pte import PteError, load, parse
 from cortexm.pte.program import KernelCall, ListValue, TensorValue
 
 
@@ -72,3 +77,72 @@ def test_bit_flips_never_escape_as_other_errors(exported):
 def test_not_a_program(data):
     with pytest.raises(PteError, match="not an ExecuTorch program"):
         parse(data)
+
+
+def _not_a_file(kind: str, tmp_path: Path) -> Path:
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "fifo.pte")
+        return tmp_path / "fifo.pte"
+    if kind == "directory":
+        (tmp_path / "dir.pte").mkdir()
+        return tmp_path / "dir.pte"
+    if kind == "sparse 3 GiB":
+        with open(tmp_path / "huge.pte", "wb") as f:
+            f.truncate(3 << 30)  # no blocks written: reading it whole would take 3 GiB
+        return tmp_path / "huge.pte"
+    return Path("/dev/zero")
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+@pytest.mark.parametrize("kind", ["fifo", "directory", "/dev/zero", "sparse 3 GiB"])
+def test_what_is_not_a_program_file_is_one_error_line(command, kind, tmp_path):
+    """A FIFO would block the read forever, /dev/zero never end, a huge file be read whole:
+    each is refused from its metadata, in one `error:` line with exit status 2."""
+    path = _not_a_file(kind, tmp_path)
+    done = subprocess.run([sys.executable, "-m", "cortexm", command, str(path)], capture_output=True, text=True, timeout=120)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert len(errors) == 1 and errors[0].startswith(f"error: {path}: "), done.stderr
+
+
+def test_load_reads_the_header_then_only_the_flatbuffer(exported, tmp_path, monkeypatch):
+    """Like Program::load: the header first, then the program's own bytes, whatever follows them."""
+    source = exported("conv2d", "cortex-m7")
+    padded = tmp_path / "padded.pte"
+    shutil.copy(source, padded)
+    with open(padded, "r+b") as f:
+        f.truncate((1 << 30) + source.stat().st_size)  # a sparse gigabyte after the segments
+    reads: list[int] = []
+    real_open = Path.open
+
+    class Counted:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n: int = -1) -> bytes:
+            data = self.f.read(n)
+            reads.append(len(data))
+            return data
+
+        def fileno(self) -> int:
+            return self.f.fileno()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            self.f.close()
+
+    original = parse(source.read_bytes())
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: Counted(real_open(self, *a, **k)))
+    program = load(padded)
+    assert program.plans == original.plans and program.file_size == (1 << 30) + source.stat().st_size
+    assert sum(reads) == original.program_size
+
+
+def test_a_header_that_is_no_programs_is_refused_before_the_rest_is_read(tmp_path):
+    path = tmp_path / "zeros.pte"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)
+    with pytest.raises(PteError, match="not an ExecuTorch program"):
+        load(path)

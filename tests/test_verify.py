@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,106 @@ def test_library_from_source_tree_matches_installed_package():
     shared = [n for n in ours.kernels if n.startswith("cortex_m::") and n in wheel.kernels]
     assert len(shared) >= 15
     assert {n: ours.kernels[n].expects for n in shared} == {n: wheel.kernels[n].expects for n in shared}
+
+
+def test_without_target_or_sidecar_every_core_is_audited(exported, tmp_path):
+    """A program with no sidecar gets a verdict per core with a runner: the DSP lowering's
+    conv2d scratch is too small for the M55 (MVE), whose need ExecuTorch planned lowering for it."""
+    from cortexm.verify import RUNNER_CORES
+
+    pte = tmp_path / "bare.pte"
+    shutil.copy(exported("conv2d", "cortex-m7"), pte)  # without its sidecar
+    op = "cortex_m::quantized_conv2d.out"
+    index = next(i for i, o, _ in load(pte).plan().kernel_calls() if o.qualified_name == op)
+    [planned], [needed] = _scratch_of(pte, op), _scratch_of(exported("conv2d", "cortex-m55"), op)
+    result = run_cli("verify", str(pte))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"FAIL bare {op}#{index}: scratch {planned} B planned, {c.name} ({c.backend}) needs {needed} B" if c.backend == "MVE"
+        else f"OK bare {c.name} ({c.backend})" for c in RUNNER_CORES]
+
+
+def _edited(source: Path, out: Path, edit) -> Path:
+    """`source` with `edit` applied through ExecuTorch's own serializer (tests/pte_fuzz.py)."""
+    from pte_fuzz import rewrite
+
+    out.write_bytes(rewrite(source.read_bytes(), edit))
+    return out
+
+
+def test_an_argument_cmsis_nn_cannot_take_is_one_line(exported, tmp_path):
+    """A stride past int32 in a damaged program reached pybind11, whose refusal lists every
+    overload over many lines; verify says which argument, in one line."""
+    op = "cortex_m::quantized_conv2d.out"
+
+    def stride_past_int32(pte) -> None:
+        plan = pte.program.execution_plan[0]
+        call = next(i.instr_args for i in plan.chains[0].instructions
+                    if f"{plan.operators[i.instr_args.op_index].name}.{plan.operators[i.instr_args.op_index].overload}" == op)
+        names = library.arguments_for(op, len(call.args), library.installed())
+        stride = plan.values[call.args[names.index("stride")]].val
+        plan.values[stride.items[0]].val.int_val = 1 << 40
+
+    pte = _edited(exported("conv2d", "cortex-m7"), tmp_path / "damaged.pte", stride_past_int32)
+    index = next(i for i, o, _ in load(pte).plan().kernel_calls() if o.qualified_name == op)
+    result = run_cli("verify", str(pte), "--target", "cortex-m7")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"FAIL damaged {op}#{index}: scratch audit: argument stride is [{1 << 40}, 1], expected two ints from 1 to 2^31-1"]
+    assert "incompatible" not in result.stdout + result.stderr
+
+
+def test_a_refusal_by_cmsis_nn_is_one_line():
+    """Whatever gets past the argument checks to pybind11 still comes back as one line."""
+    from cortexm import scratch
+
+    cm = scratch.cmsis_nn_module()
+    with pytest.raises(scratch.ScratchError) as refused:
+        scratch._call(cm, "avgpool_buffer_size", cm.Backend.DSP, dim_dst_width="wide", ch_src=3)
+    assert "\n" not in str(refused.value)
+    assert re.fullmatch(r"cmsis_nn\.avgpool_buffer_size refused the arguments \(.*incompatible function arguments\): "
+                        r"dim_dst_width='wide', ch_src=3", str(refused.value)), str(refused.value)
+
+
+def test_a_planned_buffer_of_4_gib_is_named_with_its_size(exported, tmp_path):
+    """On a Cortex-M its 32-bit size_t reads 4 GiB as 0, and the load failed as `allocator size (0)`."""
+    pte = _edited(exported("conv2d", "cortex-m7"), tmp_path / "big.pte",
+                  lambda p: p.program.execution_plan[0].non_const_buffer_sizes.__setitem__(1, 1 << 32))
+    result = run_cli("verify", str(pte), "--target", "cortex-m7")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[0] == (
+        "FAIL big memory buffer 1 is 4294967296 B, more than a Cortex-M's 32-bit size_t holds (it would read 0 B)")
+    assert "allocator size" not in result.stdout
+
+
+CONV3D = '''
+import torch
+
+
+class Conv3d(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(2, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def make():
+    return Conv3d().eval(), (torch.randn(1, 2, 4, 6, 6),)
+'''
+
+
+def test_a_5d_convolution_is_refused(tmp_path):
+    """A Conv3d lowers to aten::convolution.out on a 5-D input: it loads, and ExecuTorch's portable
+    convolution (the runner's) refuses it when it runs. verify says so instead of OK."""
+    (tmp_path / "conv3d.py").write_text(CONV3D)
+    pte = tmp_path / "conv3d.pte"
+    exported = run_cli("export", f"{tmp_path / 'conv3d.py'}:make", "--target", "cortex-m7", "-o", str(pte))
+    assert exported.returncode == 0, exported.stderr
+    index = next(i for i, o, _ in load(pte).plan().kernel_calls() if o.qualified_name == "aten::convolution.out")
+    result = run_cli("verify", str(pte))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"FAIL conv3d aten::convolution.out#{index}: input float32[1,2,4,6,6] is 5-D, ExecuTorch's portable "
+        f"convolution takes 3-D or 4-D (check_convolution_args)"]

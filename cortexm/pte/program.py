@@ -4,22 +4,31 @@ Reads the parts of `schema/program.fbs` that inspection and verification need,
 without importing torch or ExecuTorch, so `cortexm inspect` and `verify` start
 in a fraction of a second. Every cross-reference (operator index, value index)
 is checked, so a damaged file fails here with a message that says where.
+
+``parse(data, check=False)`` reads leniently instead: what the runtime would
+refuse (a value of unknown type, a missing field, a bad index) is kept in the
+result (``BadValue``, ``BadInstruction``, the ``absent`` fields) for
+``cortexm.pte.loader`` to report, one problem per line, as ExecuTorch's loader
+would meet them.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
+from cortexm import files
 from cortexm.errors import CortexmError
 from cortexm.pte.flatbuffer import FlatbufferError, Table, root
 
 FILE_IDENTIFIER = b"ET12"
 EXTENDED_HEADER_MAGIC = b"eh00"
 
-# ScalarType codes of schema/scalar_type.fbs: name and element size in bytes.
+# ScalarType codes the runtime accepts (runtime/core/portable_type/scalar_type.h,
+# ET_FORALL_SCALAR_TYPES; isValid() is 0 <= code < Undefined): name (torch's) and element size.
 SCALAR_TYPES: dict[int, tuple[str, int]] = {
     0: ("uint8", 1),
     1: ("int8", 1),
@@ -29,12 +38,25 @@ SCALAR_TYPES: dict[int, tuple[str, int]] = {
     5: ("float16", 2),
     6: ("float32", 4),
     7: ("float64", 8),
+    8: ("complex32", 4),
+    9: ("complex64", 8),
+    10: ("complex128", 16),
     11: ("bool", 1),
     12: ("qint8", 1),
     13: ("quint8", 1),
     14: ("qint32", 4),
     15: ("bfloat16", 2),
+    16: ("quint4x2", 1),
+    17: ("quint2x4", 1),
+    18: ("bits1x8", 1),
+    19: ("bits2x4", 1),
+    20: ("bits4x2", 1),
+    21: ("bits8", 1),
     22: ("bits16", 2),
+    23: ("float8_e5m2", 1),
+    24: ("float8_e4m3fn", 1),
+    25: ("float8_e5m2fnuz", 1),
+    26: ("float8_e4m3fnuz", 1),
     27: ("uint16", 2),
     28: ("uint32", 4),
     29: ("uint64", 8),
@@ -55,6 +77,11 @@ class TensorValue:
     allocation: tuple[int, int] | None
     # Set for tensors whose data lives outside the program (e.g. a .ptd file).
     external_name: str | None = None
+    # What only the loader checks look at (schema/program.fbs, Tensor and ExtraTensorInfo).
+    storage_offset: int = 0
+    shape_dynamism: int = 0  # 0 STATIC, 1 DYNAMIC_BOUND, 2 DYNAMIC_UNBOUND
+    location: int = 0  # 0 SEGMENT, 1 EXTERNAL
+    absent: frozenset[str] = frozenset()  # required fields the file leaves out ("sizes", "dim_order")
 
     @property
     def dtype(self) -> str:
@@ -97,8 +124,15 @@ class ListValue:
     items: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class BadValue:
+    """A value the runtime cannot parse, kept so that the indices of the others stay right."""
+
+    reason: str
+
+
 # A value of the program's value table.
-Value = Union[None, bool, int, float, str, TensorValue, ListValue, tuple]
+Value = Union[None, bool, int, float, str, TensorValue, ListValue, BadValue, tuple]
 
 
 @dataclass(frozen=True)
@@ -129,12 +163,25 @@ class DelegateCall:
 
 @dataclass(frozen=True)
 class OtherInstruction:
-    """Move, jump and free instructions: shown, never checked."""
+    """Move, jump and free instructions: shown, and their value indices checked."""
 
     kind: str
+    values: tuple[int, ...] = ()  # move: from, to; jump_false: the condition; free: the value
+    destination: int | None = None  # jump_false: where it jumps
 
 
-Instruction = Union[KernelCall, DelegateCall, OtherInstruction]
+@dataclass(frozen=True)
+class BadInstruction:
+    """An instruction the runtime cannot load (unknown type, arguments missing)."""
+
+    reason: str
+
+    @property
+    def kind(self) -> str:
+        return "invalid"
+
+
+Instruction = Union[KernelCall, DelegateCall, OtherInstruction, BadInstruction]
 
 
 @dataclass(frozen=True)
@@ -148,6 +195,11 @@ class ExecutionPlan:
     delegates: tuple[str, ...]
     # Index 0 is reserved by ExecuTorch; the planned buffers are 1..n.
     non_const_buffer_sizes: tuple[int, ...]
+    # Instructions per chain (the flat `instructions` are the chains one after another).
+    chain_lengths: tuple[int, ...] = ()
+    # Fields the runtime requires that the file leaves out: "values", "chains[0].instructions",
+    # "operators[2].name", "delegates[1].id", ... (an absent vector reads as empty above).
+    absent: frozenset[str] = frozenset()
 
     def kernel_calls(self) -> list[tuple[int, Operator, KernelCall]]:
         """(instruction index, operator, call) for every kernel call, in order."""
@@ -162,11 +214,31 @@ class ExecutionPlan:
         return value if isinstance(value, TensorValue) else None
 
     def resolve(self, index: int) -> Value:
-        """A value with lists of indices expanded into their items."""
+        """A value with lists of indices expanded into their items (one level: a damaged list
+        may name itself)."""
         value = self.values[index]
         if isinstance(value, ListValue):
-            return tuple(self.resolve(i) if i >= 0 else None for i in value.items)
+            return tuple(self.values[i] if i >= 0 else None for i in value.items)
         return value
+
+    def where(self, instruction: int) -> str:
+        """'instruction N' (its index in `instructions`), with its chain when there are several."""
+        if len(self.chain_lengths) <= 1:
+            return f"instruction {instruction}"
+        start = 0
+        for chain, length in enumerate(self.chain_lengths):
+            if instruction < start + length:
+                return f"chain {chain} instruction {instruction - start}"
+            start += length
+        return f"instruction {instruction}"
+
+
+@dataclass(frozen=True)
+class SubsegmentOffsets:
+    """Program.constant_segment and the entries of Program.mutable_data_segments."""
+
+    segment_index: int
+    offsets: tuple[int, ...] | None  # None: the field is absent
 
 
 @dataclass(frozen=True)
@@ -179,6 +251,12 @@ class Program:
     segment_data_size: int
     segments: tuple[tuple[int, int], ...] = field(default=())
     constant_buffers: int = 0
+    # What only the loader checks look at.
+    constant_buffer_sizes: tuple[int, ...] = ()  # bytes of each Program.constant_buffer entry's storage
+    constant_segment: SubsegmentOffsets | None = None
+    mutable_data_segments: tuple[SubsegmentOffsets, ...] | None = None
+    named_data: int | None = None  # entries of Program.named_data, None when absent
+    absent: frozenset[str] = frozenset()  # "execution_plan", "segments"
 
     def plan(self, name: str = "forward") -> ExecutionPlan:
         for p in self.plans:
@@ -188,60 +266,92 @@ class Program:
         raise PteError(f"no method {name!r} in the program (methods: {names})")
 
 
-def load(path: str | Path) -> Program:
-    """Read and check a .pte file; raises PteError with a one-line reason."""
-    path = Path(path)
+# ExecuTorch's file header (schema/extended_header.h): the bytes Program::load reads first,
+# and the header's length up to segment_base_offset.
+HEAD_BYTES = 64
+_EXTENDED_HEADER_MIN_LENGTH = 24
+# A file larger than this is no program for a microcontroller: refused before it is read.
+MAX_FILE_SIZE = 2 << 30
+
+
+def load(path: str | Path, check: bool = True) -> Program:
+    """Read and check a .pte file; raises PteError (or CortexmError, for what is not a regular
+    file) with a one-line reason. Like Program::load it reads the header first, then only the
+    flatbuffer: the segments' bytes are not needed, only where they end."""
+    path = files.regular(path, "program", MAX_FILE_SIZE)  # a FIFO, a device, a directory: nothing read
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise PteError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise PteError(f"{path}: is a directory, expected a .pte file") from None
+        with path.open("rb") as f:
+            file_size = os.fstat(f.fileno()).st_size
+            head = f.read(HEAD_BYTES)
+            program_size = _head(head, file_size)[0]
+            data = head + f.read(max(program_size - len(head), 0))
+        return parse(data, check, file_size)
     except OSError as e:
-        raise PteError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        return parse(data)
+        raise PteError(f"{path}: cannot read ({e.strerror or e})") from None
     except PteError as e:
         raise PteError(f"{path}: {e}") from None
 
 
-def parse(data: bytes) -> Program:
+def parse(data: bytes, check: bool = True, file_size: int | None = None) -> Program:
+    """The program in `data`: a whole file, or (given the file's `file_size`) its bytes up to
+    the end of the flatbuffer, what `load` reads. Damage to the flatbuffer itself raises PteError; with
+    `check`, so does the first reference the reader's users could trip over (a value, operator or
+    delegate index out of range, a value or instruction of unknown type, a planned tensor
+    outside its buffer). Without it those are left for cortexm.pte.loader to report."""
+    file_size = len(data) if file_size is None else file_size
+    program_size, segment_base, segment_size = _head(data, file_size)
+    if len(data) < program_size:
+        raise PteError(f"truncated: header says the program is {program_size} bytes, {len(data)} could be read")
+    try:
+        program = _read_program(data[:program_size], file_size, program_size, segment_base, segment_size)
+    except FlatbufferError as e:
+        raise PteError(f"damaged program data: {e}") from None
+    _check_segments(program)
+    if check:
+        from cortexm.pte import loader
+
+        for plan in program.plans:
+            first = next(iter(loader.reference_problems(plan)), None)
+            if first is not None:
+                raise PteError(f"method {plan.name!r}: {first}")
+    return program
+
+
+def _head(data: bytes, file_size: int) -> tuple[int, int, int]:
+    """(program size, segment base offset, segment data size) of a `file_size`-byte file, from its
+    first bytes `data`; PteError when they are not a program's."""
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise PteError(
             "not an ExecuTorch program (no 'ET12' identifier at offset 4)"
         )
-    program_size, segment_base, segment_size = _extended_header(data)
-    try:
-        program = _read_program(data[:program_size], len(data), program_size, segment_base, segment_size)
-    except FlatbufferError as e:
-        raise PteError(f"damaged program data: {e}") from None
-    _check_segments(program)
-    for plan in program.plans:
-        _check_references(plan)
-    return program
+    if file_size < HEAD_BYTES:
+        raise PteError(f"truncated: {file_size} bytes, the runtime reads a {HEAD_BYTES}-byte header")
+    return _extended_header(data, file_size)
 
 
-def _extended_header(data: bytes) -> tuple[int, int, int]:
+def _extended_header(data: bytes, file_size: int) -> tuple[int, int, int]:
     """(program size, segment base offset, segment data size) of the file."""
     if data[8:12] != EXTENDED_HEADER_MAGIC:
-        return len(data), 0, 0
-    if len(data) < 32:
-        raise PteError("truncated inside the extended header")
+        return file_size, 0, 0
     length, program_size, segment_base = struct.unpack_from("<IQQ", data, 12)
-    segment_size = struct.unpack_from("<Q", data, 32)[0] if length >= 32 and len(data) >= 40 else 0
-    if program_size > len(data) or program_size < 16:
+    # schema/extended_header.cpp: a shorter header is refused; segment_data_size only when present.
+    if length < _EXTENDED_HEADER_MIN_LENGTH:
+        raise PteError(f"damaged extended header: length {length} < {_EXTENDED_HEADER_MIN_LENGTH}")
+    segment_size = struct.unpack_from("<Q", data, 32)[0] if length >= 32 else 0
+    if program_size > file_size or program_size < 16:
         raise PteError(
-            f"truncated: header says the program is {program_size} bytes, file has {len(data)}"
+            f"truncated: header says the program is {program_size} bytes, file has {file_size}"
         )
-    if segment_base and segment_base + segment_size > len(data):
+    if segment_base and segment_base + segment_size > file_size:
         raise PteError(
-            f"truncated: segments end at byte {segment_base + segment_size}, file has {len(data)}"
+            f"truncated: segments end at byte {segment_base + segment_size}, file has {file_size}"
         )
     return program_size, segment_base, segment_size
 
 
 def _read_program(buf: bytes, file_size: int, program_size: int, segment_base: int, segment_size: int) -> Program:
     t = root(buf, FILE_IDENTIFIER)
+    constant_segment = t.table(5)
     return Program(
         version=t.scalar(0, "I", 0),
         plans=tuple(t.tables(1, _read_plan)),
@@ -251,41 +361,81 @@ def _read_program(buf: bytes, file_size: int, program_size: int, segment_base: i
         segment_data_size=segment_size,
         segments=tuple(t.tables(4, lambda s: (s.scalar(0, "Q", 0), s.scalar(1, "Q", 0)))),
         constant_buffers=len(t.tables(2, lambda b: None)),
+        constant_buffer_sizes=tuple(t.tables(2, lambda b: len(b.bytes(0)))),
+        constant_segment=_read_subsegments(constant_segment) if constant_segment is not None else None,
+        mutable_data_segments=tuple(t.tables(6, _read_subsegments)) if t.has(6) else None,
+        named_data=len(t.tables(7, lambda d: None)) if t.has(7) else None,
+        absent=frozenset(name for slot, name in ((1, "execution_plan"), (4, "segments")) if not t.has(slot)),
     )
 
 
+def _read_subsegments(t: Table) -> SubsegmentOffsets:
+    return SubsegmentOffsets(t.scalar(0, "I", 0), tuple(t.scalars(1, "Q")) if t.has(1) else None)
+
+
+# ExecutionPlan fields the runtime requires (Program::method_meta, Method::init).
+_PLAN_FIELDS = ((0, "name"), (2, "values"), (3, "inputs"), (4, "outputs"), (5, "chains"), (6, "operators"),
+                (7, "delegates"), (8, "non_const_buffer_sizes"))
+
+
 def _read_plan(t: Table) -> ExecutionPlan:
-    chains = t.tables(5, lambda c: c.tables(2, _read_instruction))
+    absent = {name for slot, name in _PLAN_FIELDS if not t.has(slot)}
+    chains = t.tables(5, lambda c: (c.has(2), c.tables(2, _read_instruction)))
+    absent |= {f"chains[{i}].instructions" for i, (present, _) in enumerate(chains) if not present}
+    operators = t.tables(6, lambda o: (o.has(0), Operator(o.string(0) or "", o.string(1) or "")))
+    absent |= {f"operators[{i}].name" for i, (present, _) in enumerate(operators) if not present}
+    delegates = t.tables(7, lambda d: d.string(0))
+    absent |= {f"delegates[{i}].id" for i, name in enumerate(delegates) if name is None}
     return ExecutionPlan(
         name=t.string(0) or "",
         values=tuple(t.tables(2, _read_value)),
         inputs=tuple(t.scalars(3, "i")),
         outputs=tuple(t.scalars(4, "i")),
-        instructions=tuple(ins for chain in chains for ins in chain),
-        operators=tuple(t.tables(6, lambda o: Operator(o.string(0) or "", o.string(1) or ""))),
-        delegates=tuple(t.tables(7, lambda d: d.string(0) or "")),
+        instructions=tuple(ins for _, chain in chains for ins in chain),
+        operators=tuple(op for _, op in operators),
+        delegates=tuple(name or "" for name in delegates),
         non_const_buffer_sizes=tuple(t.scalars(8, "q")),
+        chain_lengths=tuple(len(chain) for _, chain in chains),
+        absent=frozenset(absent),
     )
 
 
-_INSTRUCTION_KINDS = {3: "move", 4: "jump_false", 5: "free"}
+# InstructionArguments of schema/program.fbs (0 is flatbuffers' NONE).
+_KERNEL_CALL, _DELEGATE_CALL, _MOVE_CALL, _JUMP_FALSE_CALL, _FREE_CALL = 1, 2, 3, 4, 5
 
 
 def _read_instruction(t: Table) -> Instruction:
     tag, args = t.union(0, 1)
-    if tag == 1 and args is not None:
-        return KernelCall(args.scalar(0, "i", 0), tuple(args.scalars(1, "i")))
-    if tag == 2 and args is not None:
-        return DelegateCall(args.scalar(0, "i", 0), tuple(args.scalars(1, "i")))
-    if tag in _INSTRUCTION_KINDS:
-        return OtherInstruction(_INSTRUCTION_KINDS[tag])
-    raise FlatbufferError(f"unknown instruction type {tag}")
+    if args is None:
+        return BadInstruction("has no arguments")
+    if tag in (_KERNEL_CALL, _DELEGATE_CALL):
+        kind = "kernel call" if tag == _KERNEL_CALL else "delegate call"
+        if not args.has(1):
+            return BadInstruction(f"{kind} without its argument list")
+        values = tuple(args.scalars(1, "i"))
+        return KernelCall(args.scalar(0, "i", 0), values) if tag == _KERNEL_CALL else DelegateCall(args.scalar(0, "i", 0), values)
+    if tag == _MOVE_CALL:
+        return OtherInstruction("move", (args.scalar(0, "i", 0), args.scalar(1, "i", 0)))
+    if tag == _JUMP_FALSE_CALL:
+        return OtherInstruction("jump_false", (args.scalar(0, "i", 0),), args.scalar(1, "i", 0))
+    if tag == _FREE_CALL:
+        return OtherInstruction("free", (args.scalar(0, "i", 0),))
+    return BadInstruction(f"unknown instruction type {tag}")
+
+
+# KernelTypes of schema/program.fbs (0 is flatbuffers' NONE), for messages.
+VALUE_TYPES = {1: "Null", 2: "Int", 3: "Bool", 4: "Double", 5: "Tensor", 6: "String", 7: "IntList", 8: "DoubleList",
+               9: "BoolList", 10: "TensorList", 11: "OptionalTensorList"}
 
 
 def _read_value(t: Table) -> Value:
     tag, v = t.union(0, 1)
-    if tag in (0, 1) or v is None:
+    if tag == 1:
         return None
+    if tag not in VALUE_TYPES:
+        return BadValue(f"unknown value type {tag}" if tag else "no value type (NONE)")
+    if v is None:
+        return BadValue(f"{VALUE_TYPES[tag]} without its table")
     if tag == 2:
         return v.scalar(0, "q", 0)
     if tag == 3:
@@ -294,6 +444,8 @@ def _read_value(t: Table) -> Value:
         return v.scalar(0, "d", 0.0)
     if tag == 5:
         return _read_tensor(v)
+    if not v.has(0):
+        return BadValue(f"{VALUE_TYPES[tag]} without its {'string' if tag == 6 else 'items'}")
     if tag == 6:
         return v.string(0) or ""
     if tag == 7:
@@ -304,9 +456,7 @@ def _read_value(t: Table) -> Value:
         return tuple(bool(b) for b in v.scalars(0, "B"))
     if tag == 10:
         return ListValue("tensor_list", tuple(v.scalars(0, "i")))
-    if tag == 11:
-        return ListValue("optional_tensor_list", tuple(v.scalars(0, "i")))
-    raise FlatbufferError(f"unknown value type {tag}")
+    return ListValue("optional_tensor_list", tuple(v.scalars(0, "i")))
 
 
 def _read_tensor(t: Table) -> TensorValue:
@@ -323,6 +473,10 @@ def _read_tensor(t: Table) -> TensorValue:
         data_buffer_idx=t.scalar(5, "I", 0),
         allocation=allocation,
         external_name=extra.string(1) if extra is not None else None,
+        storage_offset=t.scalar(1, "i", 0),
+        shape_dynamism=t.scalar(8, "b", 0),
+        location=extra.scalar(2, "b", 0) if extra is not None else 0,
+        absent=frozenset(name for slot, name in ((2, "sizes"), (3, "dim_order")) if not t.has(slot)),
     )
 
 
@@ -333,40 +487,3 @@ def _check_segments(program: Program) -> None:
             raise PteError(
                 f"truncated: data segment {i} ends at byte {end}, file has {program.file_size}"
             )
-
-
-def _check_references(plan: ExecutionPlan) -> None:
-    n_values = len(plan.values)
-
-    def check_index(i: int, what: str) -> None:
-        if not 0 <= i < n_values:
-            raise PteError(f"method {plan.name!r}: {what} refers to value {i}, the program has {n_values}")
-
-    for where, indices in (("input", plan.inputs), ("output", plan.outputs)):
-        for i in indices:
-            check_index(i, where)
-    for value in plan.values:
-        if isinstance(value, ListValue):
-            for i in value.items:
-                if i != -1:
-                    check_index(i, f"a {value.kind}")
-        elif isinstance(value, TensorValue):
-            if any(s < 0 for s in value.sizes):
-                raise PteError(f"method {plan.name!r}: tensor with negative size {list(value.sizes)}")
-            if value.allocation is not None:
-                mem_id, offset = value.allocation
-                if mem_id >= len(plan.non_const_buffer_sizes):
-                    raise PteError(f"method {plan.name!r}: tensor placed in memory buffer {mem_id}, the program plans {len(plan.non_const_buffer_sizes)}")
-                if offset + value.nbytes > plan.non_const_buffer_sizes[mem_id]:
-                    raise PteError(f"method {plan.name!r}: tensor at offset {offset} (+{value.nbytes} B) overruns planned buffer {mem_id} of {plan.non_const_buffer_sizes[mem_id]} B")
-    for n, ins in enumerate(plan.instructions):
-        if isinstance(ins, KernelCall):
-            if not 0 <= ins.op_index < len(plan.operators):
-                raise PteError(f"method {plan.name!r}: instruction {n} calls operator {ins.op_index}, the program lists {len(plan.operators)}")
-            for a in ins.args:
-                check_index(a, f"instruction {n}")
-        elif isinstance(ins, DelegateCall):
-            if not 0 <= ins.delegate_index < len(plan.delegates):
-                raise PteError(f"method {plan.name!r}: instruction {n} calls delegate {ins.delegate_index}, the program lists {len(plan.delegates)}")
-            for a in ins.args:
-                check_index(a, f"instruction {n}")

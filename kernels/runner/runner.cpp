@@ -4,7 +4,7 @@
 // its tooling works unchanged:
 //
 //   executor_runner -m program.pte -o out -i i0.bin [-i i1.bin ...] [--icount-shift N]
-//                   [--guard BYTES] [--fill BYTE] [--trace 1]
+//                   [--guard BYTES] [--fill BYTE] [--trace 1] [--load-only 1]
 //
 // The program and inputs are read from the host at run time, inputs as raw bytes
 // in the program's dim order (scalar inputs: 8-byte int64/float64, 1-byte bool);
@@ -21,6 +21,13 @@
 // different outputs read memory nothing wrote. --trace 1 runs one instruction at a
 // time too and prints `I instruction K` before each, so a sanitizer's report (the host
 // build) follows the instruction that caused it.
+//
+// --load-only 1 loads the program and its method exactly as a run does (Program::load
+// with the default verification, the method meta, the planned buffers, load_method)
+// and stops there: `I loaded` and exit status 0 when everything loaded, else the usual
+// `E ` line and a non-zero status. Inputs are not needed (given, they are read); nothing
+// executes. It is the runtime's verdict on a program, e.g. for checking `cortexm verify`
+// against it.
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -81,6 +88,7 @@ struct Options {
   size_t guard = 0;  // bytes of guard around each planned buffer; 0: none
   int fill = -1;  // byte to fill the planned buffers with before the run; -1: none
   bool trace = false;  // print each instruction before it runs
+  bool load_only = false;  // stop after load_method: `I loaded`
 };
 
 [[noreturn]] void fail(int status) {
@@ -115,6 +123,8 @@ Options parse_arguments(int argc, char** argv) {
       options.fill = std::atoi(value) & 0xff;
     } else if (std::strcmp(flag, "--trace") == 0) {
       options.trace = std::atoi(value) != 0;
+    } else if (std::strcmp(flag, "--load-only") == 0) {
+      options.load_only = std::atoi(value) != 0;
     } else {
       // Upstream's runner ignores what it does not know (e.g. --server_mode); so do we.
       std::printf("I ignoring %s %s\n", flag, value);
@@ -296,13 +306,20 @@ bool guards_intact(const Guarded* buffers, size_t count, size_t guard, size_t in
   return intact;
 }
 
+// `value` in decimal, in `text` (newlib's printf may lack %llu).
+const char* u64_text(uint64_t value, char (&text)[21]) {
+  char* digit = text + sizeof(text) - 1;
+  *digit = '\0';
+  do {
+    *--digit = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  return digit;
+}
+
 void print_u64(const char* label, uint64_t value) {
-  // newlib's printf may lack %llu: print in two parts.
-  if (value >= 1000000000ull) {
-    std::printf("I %s: %lu%09lu\n", label, static_cast<unsigned long>(value / 1000000000ull), static_cast<unsigned long>(value % 1000000000ull));
-  } else {
-    std::printf("I %s: %lu\n", label, static_cast<unsigned long>(value));
-  }
+  char text[21];
+  std::printf("I %s: %s\n", label, u64_text(value, text));
 }
 
 // With -icount shift=N QEMU advances 2^N ns of virtual time per instruction and
@@ -346,12 +363,29 @@ int run(const Options& options) {
   static Guarded guarded[kMaxPlannedBuffers];
   size_t planned_total = 0;
   for (size_t id = 0; id < planned_count; id++) {
-    size_t size = static_cast<size_t>(meta->memory_planned_buffer_size(id).get());
+    Result<int64_t> planned_size = meta->memory_planned_buffer_size(id);
+    if (!planned_size.ok()) {  // a negative size
+      std::printf("E method %s: planned buffer %u has no valid size: %s (0x%x)\n", *method_name, static_cast<unsigned>(id),
+                  executorch::runtime::to_string(planned_size.error()), static_cast<unsigned>(planned_size.error()));
+      return cortexm::kExitFailed;
+    }
     char what[48];
     std::snprintf(what, sizeof(what), "planned buffer %u", static_cast<unsigned>(id));
+    char text[21];
+    // On a 32-bit core a size of 4 GiB or more would wrap to a small one, and the load would
+    // fail naming `allocator size (0)`: name the size instead.
+    if (static_cast<uint64_t>(*planned_size) > SIZE_MAX - 2 * options.guard) {
+      std::printf("E memory: %s needs %s B, more than this core can address\n", what, u64_text(static_cast<uint64_t>(*planned_size), text));
+      return cortexm::kExitMemory;
+    }
+    size_t size = static_cast<size_t>(*planned_size);
     size_t taken = size + 2 * options.guard;
     uint8_t* memory = taken ? arena.take(taken, what) : nullptr;
     if (taken && memory == nullptr) {
+#ifdef CORTEXM_HOSTED
+      // The hosted arena mallocs each block and says nothing when malloc fails.
+      std::printf("E memory: %s needs %s B, more than this host allocates\n", what, u64_text(taken, text));
+#endif
       return cortexm::kExitMemory;
     }
     uint8_t* buffer = size ? memory + options.guard : nullptr;
@@ -386,6 +420,10 @@ int run(const Options& options) {
   if (!method.ok()) {
     std::printf("E loading method %s failed: %s (0x%x)\n", *method_name, executorch::runtime::to_string(method.error()), static_cast<unsigned>(method.error()));
     return method_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
+  }
+  if (options.load_only) {
+    std::printf("I loaded\n");
+    return cortexm::kExitOk;
   }
 
   size_t input_count = meta->num_inputs();
