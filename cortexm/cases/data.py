@@ -11,8 +11,8 @@ would get wrong:
             of a tie, the rest exactly on grid values q
   saturate  grid values, with a third of the elements far outside the representable range
             (they must saturate to quant_min / quant_max)
-  ramp      every integer q from quant_min to quant_max in turn (every LUT entry, every
-            softmax difference down to diff_min, the activation bounds themselves)
+  ramp      every integer q from quant_min to quant_max in turn (every LUT entry, the
+            activation bounds themselves)
 """
 
 from __future__ import annotations
