@@ -157,6 +157,9 @@ def probe() -> None:
     """Import what the lowering imports; one line naming the import that failed."""
     import importlib
 
+    from cortexm.export import quiet_lowering_imports
+
+    quiet_lowering_imports()
     activate_from_environment()
     for name in PROBE_MODULES:
         try:

@@ -23,7 +23,7 @@ from cortexm import dialect
 from cortexm.library import Library
 from cortexm import defects
 from cortexm.errors import CortexmError
-from cortexm.export import read_sidecar
+from cortexm.export import quiet_lowering_imports, read_sidecar
 from cortexm.targets import Core
 from cortexm.testing import cache, crosscore, shards
 from cortexm.testing.crosscore import CrossCore
@@ -229,7 +229,9 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
         for stale in _POOLS.values():
             stale.shutdown(cancel_futures=True)
         _POOLS.clear()
-        _POOLS[key] = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        # Workers are fresh interpreters: silence torch's and torchao's import chatter there too.
+        _POOLS[key] = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                          initializer=quiet_lowering_imports)
         atexit.register(_POOLS[key].shutdown, cancel_futures=True)
     return _POOLS[key]
 
