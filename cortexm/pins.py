@@ -144,6 +144,34 @@ def check_installed_wheel_versions(pins: dict[str, Any]) -> list[Check]:
     return checks
 
 
+def wheel_folders() -> list[Path]:
+    """Where wheel files may be here: cortexm's wheel cache, and pip's --find-links folders."""
+    from cortexm.sources import cache_dir
+
+    links = [Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split() if p and "://" not in p]
+    return [cache_dir() / "wheels", *links]
+
+
+def check_wheel_files(pins: dict[str, Any]) -> list[Check]:
+    """Each pinned wheel file found here hashes to its pin (a pin edited by hand, or a file
+    replaced, fails here before Nix or pip meet it)."""
+    from cortexm.manifest import sha256
+
+    checks = []
+    for name, wheel in pins["wheels"].items():
+        for entry in wheel["files"].values():
+            found = next((f / entry["file"] for f in wheel_folders() if (f / entry["file"]).is_file()), None)
+            if found is None:
+                continue
+            got = sha256(found)
+            ok = got == entry["sha256"]
+            checks.append(Check(f"wheel {entry['file']}", ok, "sha256 as pinned" if ok else
+                                f"{found} has sha256 {got[:16]}..., pin is {entry['sha256'][:16]}..."))
+    if not checks:
+        checks.append(Check("wheel files", None, f"none of the pinned wheel files is in {', '.join(map(str, wheel_folders()))}"))
+    return checks
+
+
 def check_cmsis_nn_pin_in_tree(pins: dict[str, Any], executorch_src: Path) -> Check:
     """Does the ExecuTorch tree's CMSIS_NN_VERSION equal the CMSIS-NN pin?"""
     from cortexm.sources import executorch_cmsis_nn_version

@@ -80,6 +80,24 @@ def test_pin_file_schema_names_the_key(tmp_path, edit, fragment):
     _assert_one_line_error(result, fragment)
 
 
+def test_a_wheel_that_is_not_the_pinned_one_fails_pins(tmp_path):
+    """A wheel file here whose sha256 is not its pin (a replaced file, or a pin edited by hand)."""
+    import subprocess
+    import sys
+
+    from cortexm import pins
+
+    entry = pins.load()["wheels"]["torchao"]["files"]["any"]
+    wheels = tmp_path / "cortexm" / "wheels"
+    wheels.mkdir(parents=True)
+    (wheels / entry["file"]).write_bytes(b"not the pinned wheel")
+    env = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"}
+    result = subprocess.run([sys.executable, "-m", "cortexm", "pins"], capture_output=True, text=True, timeout=300,
+                            env={**env, "XDG_CACHE_HOME": str(tmp_path)})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"FAIL  wheel {entry['file']}: {wheels / entry['file']} has sha256" in result.stdout, result.stdout
+
+
 def test_revisions_that_differ_late_are_shown_whole():
     from cortexm.pins import distinct
 
