@@ -130,6 +130,26 @@ EXECUTORCH_DIM_ORDER_SIZE_ONE = KnownDefect(
 )
 
 
+EXECUTORCH_MINMAX_OUTPUT_LAYOUT = KnownDefect(
+    "cortex_m minimum/maximum output layout",
+    "ExecuTorch's cortex_m minimum and maximum scramble channels_last activations: their fake kernels "
+    "(ops/operators.py minimum_meta, maximum_meta) plan the output contiguous (torch.empty of the broadcast "
+    "shape) whatever the inputs' layout, and op_minimum.cpp / op_maximum.cpp call arm_minimum_s8 / "
+    "arm_maximum_s8 on the raw memory without checking that the output's dim order is the inputs', so the "
+    "NHWC result is read back as NCHW: torch.minimum of two [1,4,5,5] channels_last activations comes out "
+    "with 96 of 100 elements wrong, by up to 199 LSB, on every core (the C code as cortexm's integer "
+    "reference models it agrees with the device; ExecuTorch's Python reference, torch.minimum, is right). "
+    "In 1.5.1 and main cff6f4dd; not reported upstream as far as its issue tracker shows (PR #21752 fixed "
+    "the same class of bug in quantized_conv2d)",
+    component="lowering",
+    files=(("backends/cortex_m/ops/operators.py",
+            ("7e4835819b317c66307bbed76188ab7339319f60a94510aae883c58ec27c14a5",  # 1.5.1
+             "ddf8384df5a8b2ca3fc38694327ec9cc7a29e110d98c3d7ed1b0771d05aee504")),),  # cff6f4dd
+    stage="upstream-reference",
+    signature=r"cortex_m::(minimum|maximum) \(call \d+\) departs from the integer reference",
+)
+
+
 def user_note(reason: str, cores: tuple[str, ...] = ()) -> KnownDefect:
     """A user's own expected failure (`register(known_failures={core: reason})`)."""
     return KnownDefect(reason, reason, cores=cores)

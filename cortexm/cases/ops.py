@@ -238,6 +238,24 @@ def _():
     return Apply(lambda m, a, b: a * b).eval(), (image(4, 5, 5), image(4, 5, 5))
 
 
+@register("minimum", "elementwise minimum of two activations (arm_minimum_s8)",
+          known_failures=(defects.EXECUTORCH_MINMAX_OUTPUT_LAYOUT,))
+def _():
+    return Apply(lambda m, a, b: torch.minimum(a, b)).eval(), (image(4, 5, 5), image(4, 5, 5))
+
+
+@register("maximum", "elementwise maximum of two activations (arm_maximum_s8)",
+          known_failures=(defects.EXECUTORCH_MINMAX_OUTPUT_LAYOUT,))
+def _():
+    return Apply(lambda m, a, b: torch.maximum(a, b)).eval(), (image(4, 5, 5), image(4, 5, 5))
+
+
+@register("div", "elementwise division of two activations (quantized_div: float quotient, no CMSIS-NN)")
+def _():
+    # A divisor away from 0 keeps the quotient's range, hence its quantization step, sane.
+    return Apply(lambda m, a, b: a / b).eval(), (image(4, 5, 5), (image(4, 5, 5).abs() + 0.5).contiguous(memory_format=torch.channels_last))
+
+
 @register("mul_relu_single_channel", "multiply then ReLU of [1,1,1,2] tensors (size-1 channel and height)",
           known_failures=(defects.EXECUTORCH_DIM_ORDER_SIZE_ONE,))
 def _():
