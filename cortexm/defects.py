@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -238,4 +238,13 @@ EXECUTORCH_MODEL_TESTS_LOWER_FOR_M55 = KnownDefect(
     cores=("cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "host"),
 )
 
-UPSTREAM_TEST_DEFECTS = (EXECUTORCH_MODEL_TESTS_LOWER_FOR_M55,)
+# The same CMSIS-NN defect, as upstream's transposed-conv tests meet it: kernel 3, stride 2,
+# padding 1 (pad_h % stride_h != 0), on every core; they pass with CMSIS-NN 4a8f5b5d.
+CMSIS_NN_TRANSPOSE_CONV_ROWS_UPSTREAM_TESTS = replace(
+    CMSIS_NN_TRANSPOSE_CONV_ROWS,
+    stage="upstream-test",
+    signature=r"^ops/test_conv_transpose::test_implementation_conv_transpose2d\[[\w-]+-conv_transpose2d_(relu|hardtanh)\]"
+              r".*does not match reference output",
+)
+
+UPSTREAM_TEST_DEFECTS = (EXECUTORCH_MODEL_TESTS_LOWER_FOR_M55, CMSIS_NN_TRANSPOSE_CONV_ROWS_UPSTREAM_TESTS)
