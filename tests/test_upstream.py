@@ -41,3 +41,18 @@ def test_runner_ops_include_upstreams_list_and_the_suites():
     ops = upstream.runner_ops(tree)
     assert set(suite_ops()) <= set(ops)
     assert {"aten::cat.out", "aten::amax.out", "cortex_m::quantized_div.out"} <= set(ops)  # build_test_runner.sh's
+
+
+def test_an_operator_the_tree_has_no_kernel_for_stays_out_of_the_runner(runners):
+    """A test calling an operator the tree lacks fails alone: the next program's runner is built
+    without it (once, every later build failed the same way)."""
+    import pytest
+
+    from cortexm.errors import CortexmError
+
+    routing = upstream.Routing("cortex-m7", "qemu")
+    before = set(routing.ops)
+    with pytest.raises(CortexmError, match="no_such_op.out: no kernel"):
+        routing.runner({"cortex_m::no_such_op.out"})
+    assert routing.ops == before
+    assert "cortex_m::no_such_op.out" not in routing.runner({"aten::sub.out"}).ops
