@@ -40,7 +40,10 @@ SIDECAR_FORMAT = 1
 
 
 def quiet_lowering_imports() -> None:
-    """Silence import-time chatter of torch/torchao that users cannot act on."""
+    """Silence import-time chatter of torch/torchao that users cannot act on. torch first: its
+    logging setup at import would override levels set before it (callers import it next anyway)."""
+    import torch  # noqa: F401
+
     for name in ("torch", "torchao", "executorch"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module=r"(torch|torchao|executorch)(\.|$)")
