@@ -184,6 +184,11 @@ def _():
     return layer(nn.AvgPool2d(2, 2), image(8, 8, 8))
 
 
+@register("global_avg_pool_hw", "adaptive average pool to 1x1 of a 5x7 map (DecomposeMeanPass, h != w)")
+def _():
+    return layer(nn.AdaptiveAvgPool2d(1), image(8, 5, 7))
+
+
 @register("avg_pool2d_padding", "3x3 average pool, stride 2, padding 1 (padding excluded from the count)")
 def _():
     return layer(nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), image(4, 9, 9))
