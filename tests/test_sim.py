@@ -138,7 +138,8 @@ def test_counts_are_parsed():
 
 
 def test_timeout_is_a_failure():
-    assert SimResult(-1, "", seconds=120, timed_out=True).failure_line == "timed out after 120 s"
+    line = SimResult(-1, "", seconds=120, timed_out=True).failure_line
+    assert line == "timed out after 120 s (the limit; --timeout SECONDS raises it)"
 
 
 # --- cortexm sources ------------------------------------------------------------------------
