@@ -52,7 +52,6 @@ class Result:
 class Lab:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._relu: Path | None = None
 
     def cli(self, *args: str, timeout: float = TIMEOUT, env: dict | None = None) -> Result:
         started = time.monotonic()
@@ -72,15 +71,18 @@ class Lab:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def relu(self) -> Path:
-        """A program exported for the M7, with its sidecar (made once)."""
-        if self._relu is None:
-            out = self.folder("relu") / "relu.pte"
-            r = self.cli("export", "relu", "-t", "cortex-m7", "-o", str(out), timeout=600)
+    def exported(self, case: str) -> Path:
+        """`case` exported for the M7, with its sidecar (made once per lab)."""
+        out = self.root / "exported" / f"{case}.pte"
+        if not out.is_file():
+            out.parent.mkdir(exist_ok=True)
+            r = self.cli("export", case, "-t", "cortex-m7", "-o", str(out), timeout=600)
             if r.rc != 0:
-                raise SystemExit(f"attacks: exporting relu failed: {r.err.strip()[-300:]}")
-            self._relu = out
-        return self._relu
+                raise SystemExit(f"attacks: exporting {case} failed: {r.err.strip()[-300:]}")
+        return out
+
+    def relu(self) -> Path:
+        return self.exported("relu")
 
 
 Attack = Callable[[Lab], tuple[str, str | None]]  # -> (command, what failed or None)
@@ -215,10 +217,6 @@ def _(lab):
     return "cortexm test -k relu, with .tmp-<dead pid>-* in the export cache", "the dead run's folder is still there" if left else None
 
 
-def _builds() -> Path:
-    return Path(os.environ.get("CORTEXM_BUILD_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cortexm" / "builds")
-
-
 def _built_m7(lab) -> tuple[Result, Path | None]:
     r = lab.cli("build", "-t", "cortex-m7", "--json", timeout=1800)
     try:
@@ -333,29 +331,17 @@ def _pins(lab, edit: Callable[[str], str], what: str) -> tuple[str, str | None]:
     return f"CORTEXM_PINS=<{what}> cortexm pins", r.one_error_line()
 
 
-@attack("bad input", "pins.toml empty")
-def _(lab):
-    return _pins(lab, lambda t: "", "empty file")
-
-
-@attack("bad input", "pins.toml without [cmsis-nn]")
-def _(lab):
-    return _pins(lab, lambda t: t.replace("[cmsis-nn]", "[cmsis-nn-old]"), "no [cmsis-nn]")
-
-
-@attack("bad input", "pins.toml rev = 5")
-def _(lab):
-    return _pins(lab, lambda t: t.replace('rev = "dbf45dbfcc515421dd6099037d3e2637b90748c8"', "rev = 5"), "cmsis-nn rev = 5")
-
-
-@attack("bad input", "pins.toml format = 2")
-def _(lab):
-    return _pins(lab, lambda t: t.replace("format = 1", "format = 2"), "format = 2")
-
-
-@attack("bad input", "pins.toml wheel sha256 cut short")
-def _(lab):
-    return _pins(lab, lambda t: t.replace('sha256 = "274c28c2', 'sha256 = "74c28c2', 1), "a 63-digit wheel sha256")
+_PIN_EDITS = (
+    ("pins.toml empty", lambda t: "", "empty file"),
+    ("pins.toml without [cmsis-nn]", lambda t: t.replace("[cmsis-nn]", "[cmsis-nn-old]"), "no [cmsis-nn]"),
+    ("pins.toml rev = 5", lambda t: t.replace('rev = "dbf45dbfcc515421dd6099037d3e2637b90748c8"', "rev = 5"),
+     "cmsis-nn rev = 5"),
+    ("pins.toml format = 2", lambda t: t.replace("format = 1", "format = 2"), "format = 2"),
+    ("pins.toml wheel sha256 cut short", lambda t: t.replace('sha256 = "274c28c2', 'sha256 = "74c28c2', 1),
+     "a 63-digit wheel sha256"),
+)
+for _name, _edit, _what in _PIN_EDITS:
+    attack("bad input", _name)(lambda lab, edit=_edit, what=_what: _pins(lab, edit, what))
 
 
 def _factory(lab, body: str, what: str) -> tuple[str, str | None]:
@@ -369,24 +355,14 @@ def _factory(lab, body: str, what: str) -> tuple[str, str | None]:
     return f"cortexm export model.py:make ({what})", problem
 
 
-@attack("bad input", "factory: zero-size example input")
-def _(lab):
-    return _factory(lab, "return torch.nn.ReLU(), (torch.zeros(1, 0, 4),)", "zero-size input")
-
-
-@attack("bad input", "factory: calibration samples 5")
-def _(lab):
-    return _factory(lab, "return torch.nn.ReLU(), (torch.zeros(1, 4),), 5", "calibration_samples = 5")
-
-
-@attack("bad input", "factory: the model returns a dict")
-def _(lab):
-    return _factory(lab, "return Dict(), (torch.zeros(1, 4),)", "forward returns a dict")
-
-
-@attack("bad input", "factory: sys.exit(0)")
-def _(lab):
-    return _factory(lab, "sys.exit(0)", "calls sys.exit(0)")
+_FACTORY_BODIES = (
+    ("factory: zero-size example input", "return torch.nn.ReLU(), (torch.zeros(1, 0, 4),)", "zero-size input"),
+    ("factory: calibration samples 5", "return torch.nn.ReLU(), (torch.zeros(1, 4),), 5", "calibration_samples = 5"),
+    ("factory: the model returns a dict", "return Dict(), (torch.zeros(1, 4),)", "forward returns a dict"),
+    ("factory: sys.exit(0)", "sys.exit(0)", "calls sys.exit(0)"),
+)
+for _name, _body, _what in _FACTORY_BODIES:
+    attack("bad input", _name)(lambda lab, body=_body, what=_what: _factory(lab, body, what))
 
 
 # --- everyday use ---------------------------------------------------------------------------
@@ -430,9 +406,7 @@ def _(lab):
 @attack("everyday use", "verify without --target or sidecar audits the cores")
 def _(lab):
     d = lab.folder("bare")
-    m55 = lab.folder("m55") / "conv.pte"
-    lab.cli("export", "conv2d", "-t", "cortex-m7", "-o", str(m55), timeout=600)
-    shutil.copyfile(m55, d / "conv.pte")  # no sidecar: the core it was lowered for is unknown
+    shutil.copyfile(lab.exported("conv2d"), d / "conv.pte")  # no sidecar: the core it was lowered for is unknown
     r = lab.cli("verify", str(d / "conv.pte"))
     return ("cortexm verify conv.pte (lowered for the M7, no sidecar)",
             None if r.rc == 1 and "cortex-m55" in r.out else f"exit {r.rc}: {r.out.strip()[-160:]}")
@@ -440,10 +414,7 @@ def _(lab):
 
 @attack("everyday use", "run a program planned for another core: refused before the build")
 def _(lab):
-    m7 = lab.folder("m55") / "conv.pte"
-    if not m7.is_file():
-        lab.cli("export", "conv2d", "-t", "cortex-m7", "-o", str(m7), timeout=600)
-    r = lab.cli("run", str(m7), "-t", "cortex-m55", "--executorch-src", str(lab.folder("no-tree")))
+    r = lab.cli("run", str(lab.exported("conv2d")), "-t", "cortex-m55", "--executorch-src", str(lab.folder("no-tree")))
     problem = r.one_error_line("scratch", "--no-audit")
     return "cortexm run conv-m7.pte -t cortex-m55", problem + f" ({r.seconds:.0f} s)" if problem else None
 
