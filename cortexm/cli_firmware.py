@@ -173,6 +173,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     """Run PTE on a simulated core; compare with the sidecar's reference when there is one."""
     from cortexm import manifest
     from cortexm.inputs import read_labels
+    from cortexm.pte import load
     from cortexm.run import RunError, core_mismatch, prepare_keep, run_pte, seal_keep
     from cortexm.targets import core
 
@@ -183,6 +184,9 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     given = [*inputs, *more_inputs] or None
     names = read_labels(labels) if labels else None
     # Every refusal comes before the runner is built: each costs nothing.
+    outputs = len(load(program).plan().outputs)
+    if len(save) > outputs:
+        raise CortexmError(f"{len(save)} --save files for {outputs} outputs")
     for path in save:
         manifest.check_writable(Path(path), "--save")
         if Path(path).exists() and not force:
@@ -205,8 +209,6 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     finally:
         if keep and Path(keep).is_dir():
             seal_keep(Path(keep))
-    if len(save) > len(result.outputs):
-        raise CortexmError(f"{len(save)} --save files for {len(result.outputs)} outputs")
     for path, out in zip(save, result.outputs):
         _save_npy(Path(path), out)
     if show_log:
