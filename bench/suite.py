@@ -1,12 +1,15 @@
-"""Benchmark of the test app: cold and warm wall time per core and per stage, and how
-close the conv/linear cases come to the core's MAC throughput.
+"""Benchmark of the test app: cold and warm wall time per core and per stage, per program next
+to upstream's own flow, and how close the conv/linear cases come to the core's MAC throughput.
 
-    python bench/suite.py [--target cortex-m7 --target cortex-m55] [-k PATTERN]
+    python bench/suite.py [--target cortex-m7 --target cortex-m55] [-k PATTERN] [--no-upstream]
 
 Cold: empty export and build caches (temporary folders), so every case is
 lowered and the runner is built. Warm: the same run again, nothing changed.
 Stage times are summed over cases; export runs in parallel worker processes,
-so its wall time is what is shown. Instructions per MAC divide a case's whole
+so its wall time is what is shown. Upstream: ExecuTorch's own implementation
+tests (`-k test_implementation`, the installed executorch's suite), which lower
+every program afresh, on the same core's runner in the same caches, right after;
+its lowering time is the session's wall minus simulation and runner builds. Instructions per MAC divide a case's whole
 execute() count (quantize and dequantize included) by the multiply-accumulates
 of its conv/linear calls; the physical limit is 2 int8 MACs per SMLAD on the M7
 (0.5 instructions per MAC) and 16 per VMLADAVA on the M55 (0.0625).
@@ -44,6 +47,23 @@ def run_once(core, pattern, jobs):
     return total, stages, results
 
 
+def upstream_once(core, pattern):
+    """Upstream's flow on this core: (tests lowered, programs simulated, {stage: seconds}, wall)."""
+    from cortexm.testing import upstream
+
+    with tempfile.TemporaryDirectory() as out:
+        run = upstream.run_suite(upstream.test_folder(None), [core.name], "qemu", pattern, Path(out))[core.name]
+        counts, _ = upstream.verdicts(run["junit"])
+    stats = run["stats"]
+    seconds = stats.get("seconds", {})
+    if not stats or run["returncode"] not in (0, 1):
+        sys.exit(f"bench: upstream's session on {core.name} stopped (exit {run['returncode']}) before reporting")
+    lowered = sum(n for outcome, n in counts.items() if outcome != "skipped")
+    build, simulation = seconds.get("runner builds", 0.0), seconds.get("simulation", 0.0)
+    stages = {"build": build, "export": run["seconds"] - build - simulation, "run": simulation}
+    return lowered, stats.get("programs", 0), stages, run["seconds"]
+
+
 def macs(pte: Path) -> int:
     """Multiply-accumulates of the program's conv, depthwise, transpose-conv and linear calls."""
     from cortexm import library, scratch
@@ -76,6 +96,9 @@ def main() -> None:
     parser.add_argument("--target", "-t", action="append", help="core (repeatable; default cortex-m7 and cortex-m55)")
     parser.add_argument("-k", dest="pattern")
     parser.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--upstream-k", default="test_implementation",
+                        help="which of upstream's tests to time (pytest -k; default: every implementation test)")
+    parser.add_argument("--no-upstream", action="store_true", help="skip upstream's flow")
     args = parser.parse_args()
 
     from cortexm.targets import core as core_named
@@ -83,13 +106,18 @@ def main() -> None:
 
     cores = [core_named(t) for t in (args.target or ["cortex-m7", "cortex-m55"])]
     print(f"{'core':11} {'run':5} {'wall s':>7} " + " ".join(f"{s:>8}" for s in ("build", "export", "dialect", "verify", "run")))
-    efficiency = []
+    efficiency, per_program = [], []
     for core in cores:
         with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as builds:
             os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
             for label in ("cold", "warm"):
                 total, stages, results = run_once(core, args.pattern, args.jobs)
                 print(f"{core.name:11} {label:5} {total:7.1f} " + " ".join(f"{stages[s]:8.1f}" for s in ("build", "export", "dialect", "verify", "run")))
+                per_program.append((core.name, f"cortexm {label}", len(results), total, stages))
+            if not args.no_upstream:
+                lowered, simulated, stages, total = upstream_once(core, args.upstream_k)
+                print(f"{core.name:11} {'upstr':5} {total:7.1f} " + " ".join(f"{stages.get(s, 0.0):8.1f}" for s in ("build", "export", "dialect", "verify", "run")))
+                per_program.append((core.name, f"upstream ({simulated} run)", lowered, total, stages))
             for r in results:
                 pte = cache.lookup(r.case, core.name, "legacy")
                 if not isinstance(pte, Path) or not r.instructions:
@@ -98,6 +126,12 @@ def main() -> None:
                 if n >= 1000:
                     efficiency.append((core.name, r.case, n, r.instructions, r.instructions / n))
         os.environ.pop("CORTEXM_EXPORT_CACHE"), os.environ.pop("CORTEXM_BUILD_CACHE")
+    print()
+    # Per program: the whole wall, and the wall without runner builds (one per core either way).
+    print(f"{'core':11} {'flow':22} {'programs':>8} {'s/program':>10} {'without build':>14}")
+    for core_name, flow, programs, total, stages in per_program:
+        if programs:
+            print(f"{core_name:11} {flow:22} {programs:8d} {total / programs:10.2f} {(total - stages['build']) / programs:14.2f}")
     print()
     print(f"{'core':11} {'case':32} {'MACs':>10} {'instructions':>13} {'instr/MAC':>10} {'limit':>7} {'of limit':>9}")
     for core_name, case, n, instructions, per_mac in efficiency:
