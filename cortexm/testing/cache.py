@@ -23,7 +23,10 @@ from pathlib import Path
 from cortexm import backend_source, manifest
 from cortexm.sources import cache_dir
 
-_LOWERING_CODE = ("export.py", "modelsource.py", "dialect.py", "cases", "backend_source.py", "testing/app.py")
+# This package's code that shapes a cached export: the lowering, the cases, and the integer
+# reference whose outputs the export stores beside the program.
+_LOWERING_CODE = ("export.py", "modelsource.py", "dialect.py", "cases", "backend_source.py", "testing/app.py",
+                  "reference.py", "oracle")
 
 
 @lru_cache(maxsize=None)
