@@ -19,8 +19,10 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import sys
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -153,11 +155,21 @@ def active_tree() -> Path | None:
     return Path(tree) if tree else None
 
 
+def quiet_lowering_imports() -> None:
+    """Silence import-time chatter of torch/torchao that users cannot act on. torch first: its
+    logging setup at import would override levels set before it (callers import it next anyway)."""
+    import torch  # noqa: F401
+
+    for name in ("torch", "torchao", "executorch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"(torch|torchao|executorch)(\.|$)")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
 def probe() -> None:
     """Import what the lowering imports; one line naming the import that failed."""
     import importlib
-
-    from cortexm.export import quiet_lowering_imports
 
     quiet_lowering_imports()
     activate_from_environment()
@@ -240,3 +252,11 @@ def lowering_file(rel: str) -> Path | None:
         return None
     file = wheel.parent.parent / rel_path
     return file if file.is_file() else None
+
+
+def upstream_backend(core) -> str:
+    """The CMSIS-NN backend ExecuTorch resolves for `core` (needs the executorch wheel)."""
+    activate_from_environment()
+    from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+
+    return CortexMTargetConfig.from_target_string(core.target_string).backend.name

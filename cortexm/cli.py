@@ -190,7 +190,8 @@ def pins(executorch_src: str | None, as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def targets(as_json: bool) -> None:
     """List the cores, their CMSIS-NN backend (as ExecuTorch resolves it) and simulators."""
-    from cortexm.targets import CORES, upstream_backend
+    from cortexm.backend_source import upstream_backend
+    from cortexm.targets import CORES
 
     rows = []
     for c in CORES:
@@ -308,7 +309,7 @@ def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, 
             executorch_src: str | None, lowering: str) -> int:
     """Print the lowered graph of MODEL(s) in canonical text, or compare it with golden files."""
     from cortexm import dialect as dia
-    from cortexm import modelsource
+    from cortexm import export, modelsource
     from cortexm.cases import all_cases as every_case
 
     if not targets:
@@ -324,8 +325,8 @@ def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, 
     for name in names:
         for core in cores:
             try:
-                text = dia.lowered_text(modelsource.load(name), core)
-            except dia.KnownFailure as e:
+                text = export.lowered_text(modelsource.load(name), core)
+            except export.KnownFailure as e:
                 click.echo(f"XFAIL {name} {core.name}: {e}")
                 continue
             if not goldens:
@@ -535,10 +536,11 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     max_pool2d, add, mul, softmax. Failures are shrunk and written as case files
     that `cortexm test --cases FILE` runs.
     """
-    from cortexm import sweep as sweeps
+    from cortexm.cases.space import space
     from cortexm.testing import simulate
+    from cortexm.testing import sweep as sweeps
 
-    sweeps.space(op)  # an unknown operator fails before anything is built
+    space(op)  # an unknown operator fails before anything is built
     if count < 1:
         raise click.UsageError("--count must be at least 1")
     cores = [_core(t) for t in (targets or DEFAULT_TEST_CORES)]
@@ -583,7 +585,8 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
     """Join the --json reports of the shards of one run (`test --shard K/N`) into one, as if
     unsharded; exit 1 when any case or cross-core check failed, as `test` does."""
     from cortexm import files
-    from cortexm.testing import app, shards
+    from cortexm.testing import app
+    from cortexm.testing.merge import merge_reports
 
     loaded = []
     for path in reports:
@@ -591,7 +594,7 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
             loaded.append(json.loads(files.regular(path, "report", 1 << 30).read_text()))
         except (ValueError, UnicodeDecodeError) as e:
             raise CortexmError(f"{path}: not a JSON report ({e})") from None
-    results, checks, meta = shards.merge(loaded, list(reports))
+    results, checks, meta = merge_reports(loaded, list(reports))
     if json_path:
         Path(json_path).write_text(app.to_json(results, checks, meta))
     if junit:

@@ -17,7 +17,6 @@ import json
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path

@@ -128,30 +128,6 @@ def _itemsize(dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-class KnownFailure(CortexmError):
-    """Lowering failed as a case's known upstream defect says it will."""
-
-
-def lowered_text(bundle, core) -> str:
-    """Lower `bundle` for `core` and render it; a case's known failure raises KnownFailure."""
-    from cortexm import cases
-    from cortexm.export import lower
-
-    known = cases.get(bundle.source["case"]).fails_at("export", core.name) if "case" in bundle.source else None
-    try:
-        edge = lower(bundle, core).edge
-    except CortexmError as e:
-        if known and known.explains("export", str(e)):
-            raise KnownFailure(f"{known.name}: {known.reason}") from e
-        if known:
-            raise CortexmError(f"fails differently from {known.name}: {e}") from e
-        raise
-    if known:
-        raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
-                           "the defect looks fixed here, update its record in cortexm/defects.py")
-    return render(edge.exported_program(), f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})")
-
-
 def golden_path(goldens: Path, core_name: str, case_name: str) -> Path:
     return goldens / core_name / f"{case_name}.txt"
 

@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import tempfile
-import warnings
 import zlib
 from dataclasses import dataclass
 
@@ -37,18 +36,6 @@ from cortexm.modelsource import ModelBundle
 from cortexm.targets import Core
 
 SIDECAR_FORMAT = 1
-
-
-def quiet_lowering_imports() -> None:
-    """Silence import-time chatter of torch/torchao that users cannot act on. torch first: its
-    logging setup at import would override levels set before it (callers import it next anyway)."""
-    import torch  # noqa: F401
-
-    for name in ("torch", "torchao", "executorch"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", module=r"(torch|torchao|executorch)(\.|$)")
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def _quiet_loggers() -> None:
@@ -86,7 +73,7 @@ def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
     """
     if layout not in LAYOUTS:
         raise CortexmError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
-    quiet_lowering_imports()
+    backend_source.quiet_lowering_imports()
     backend_source.activate_from_environment()
     import torch
     from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
@@ -184,6 +171,29 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
         "outputs": outputs_meta,
     }
     return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes, isolated)
+
+
+class KnownFailure(CortexmError):
+    """Lowering failed as a case's known upstream defect says it will."""
+
+
+def lowered_text(bundle, core) -> str:
+    """Lower `bundle` for `core` and render it; a case's known failure raises KnownFailure."""
+    from cortexm import cases, dialect
+
+    known = cases.get(bundle.source["case"]).fails_at("export", core.name) if "case" in bundle.source else None
+    try:
+        edge = lower(bundle, core).edge
+    except CortexmError as e:
+        if known and known.explains("export", str(e)):
+            raise KnownFailure(f"{known.name}: {known.reason}") from e
+        if known:
+            raise CortexmError(f"fails differently from {known.name}: {e}") from e
+        raise
+    if known:
+        raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
+                           "the defect looks fixed here, update its record in cortexm/defects.py")
+    return dialect.render(edge.exported_program(), f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})")
 
 
 def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:

@@ -48,7 +48,7 @@ GENERIC_FACTORIES = ("model", "make", "build", "factory")
 
 
 def load(spec: str) -> ModelBundle:
-    from cortexm.export import quiet_lowering_imports
+    from cortexm.backend_source import quiet_lowering_imports
 
     quiet_lowering_imports()
     import torch
@@ -109,7 +109,7 @@ def from_factory(factory, name: str | None = None, qtol: int = 0) -> ModelBundle
     """A bundle from a factory function in the caller's own code (the pytest fixture uses this)."""
     import torch
 
-    from cortexm.export import quiet_lowering_imports
+    from cortexm.backend_source import quiet_lowering_imports
 
     quiet_lowering_imports()
     name = name or getattr(factory, "__name__", "model")

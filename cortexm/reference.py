@@ -156,7 +156,7 @@ def _call_kernel(kernel, name: str, overload: str, given: list, orders: list, va
 def _program_operators() -> None:
     """Registers the cortex_m operators with their Python implementations (the pass
     manager imports them in the order their module needs), and dim_order_ops."""
-    from cortexm.export import quiet_lowering_imports
+    from cortexm.backend_source import quiet_lowering_imports
 
     quiet_lowering_imports()
     backend_source.activate_from_environment()

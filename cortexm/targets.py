@@ -65,13 +65,3 @@ def core(name: str) -> Core:
     except KeyError:
         known = ", ".join(c.name for c in CORES)
         raise CortexmError(f"unknown target {name!r}; known targets: {known}") from None
-
-
-def upstream_backend(core: Core) -> str:
-    """The CMSIS-NN backend ExecuTorch resolves for `core` (needs the executorch wheel)."""
-    from cortexm import backend_source
-
-    backend_source.activate_from_environment()
-    from executorch.backends.cortex_m.target_config import CortexMTargetConfig
-
-    return CortexMTargetConfig.from_target_string(core.target_string).backend.name

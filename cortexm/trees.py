@@ -10,7 +10,6 @@ a half or wrong tree.
 from __future__ import annotations
 
 import os
-import shutil
 import tarfile
 import tempfile
 import urllib.error

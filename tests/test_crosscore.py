@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import sweep
+from cortexm.cases import space as op_spaces
 from cortexm.testing import app, crosscore
 
 PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "off_by_one_convolve.c"
@@ -50,29 +50,30 @@ def test_cross_core_groups_and_first_difference():
     assert not crosscore.check("x", {"cortex-m3": a, "cortex-m55": b}, expected="by design").failed
 
 
-@pytest.mark.parametrize("op", sorted(sweep.SPACES))
+@pytest.mark.parametrize("op", sorted(op_spaces.SPACES))
 def test_sweep_samples_are_seeded_valid_and_shrink(op):
-    first, again, other = sweep.draw(op, 3, 12), sweep.draw(op, 3, 12), sweep.draw(op, 4, 12)
+    first, again, other = op_spaces.draw(op, 3, 12), op_spaces.draw(op, 3, 12), op_spaces.draw(op, 4, 12)
     assert first == again and first != other
-    space = sweep.space(op)
+    space = op_spaces.space(op)
     for params in first:
         assert space.valid(params)
-        module, inputs = sweep.build_sample(op, params)
+        module, inputs = op_spaces.build_sample(op, params)
         module(*inputs)  # a real model that runs
-        for candidate in sweep.smaller(op, params):
+        for candidate in op_spaces.smaller(op, params):
             assert space.valid(candidate) and candidate["seed"] == params["seed"] and candidate != params
 
 
 def test_reproducer_file_registers_a_runnable_case(tmp_path, monkeypatch):
     from cortexm import cases
+    from cortexm.cases import registry
 
     # The case registry is process-wide: keep this test's case out of the others' view.
     cases.all_cases()
-    monkeypatch.setattr(cases, "_REGISTRY", dict(cases._REGISTRY))
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
     monkeypatch.setattr(app, "_FILE_CASES", dict(app._FILE_CASES))
-    params = sweep.draw("transpose_conv2d", 5, 1)[0]
+    params = op_spaces.draw("transpose_conv2d", 5, 1)[0]
     path = tmp_path / "repro.py"
-    path.write_text(sweep.case_file([("repro_x", "transpose_conv2d", params)], "a header\nline two"))
+    path.write_text(op_spaces.case_file([("repro_x", "transpose_conv2d", params)], "a header\nline two"))
     app.load_case_file(path)
     from cortexm.cases import get
 

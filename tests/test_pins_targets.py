@@ -10,7 +10,8 @@ import pytest
 
 from cortexm import nar, pins, sources
 from cortexm.errors import CortexmError
-from cortexm.targets import CORES, core, upstream_backend
+from cortexm.backend_source import upstream_backend
+from cortexm.targets import CORES, core
 
 
 def _hashed_entries(data, path=()):

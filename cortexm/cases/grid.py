@@ -8,7 +8,7 @@ channels at CMSIS-NN's path thresholds, fused activations, input data on
 rounding ties, saturation and every integer value) and a seeded greedy covering
 picks valid parameter sets until every value (strength 1) or every pair of
 values (strength 2) of different dimensions appears in one. The models are
-built by cortexm.sweep's builders, so a grid case and a sweep sample of the same
+built by cortexm.cases.space's builders, so a grid case and a sweep sample of the same
 parameters are the same model.
 
 Names are stable (grid_<op>_<k>); the default grid is a subset of the full one.
@@ -37,7 +37,7 @@ CHANNELS = [1, 3, 8, 17]  # one, odd, a multiple of 4 and 8, above 16 (CMSIS-NN 
 
 @dataclass(frozen=True)
 class OpGrid:
-    op: str  # a cortexm.sweep operator: the builder of the model
+    op: str  # a cortexm.cases.space operator: the builder of the model
     dims: dict[str, list]
     # Parameters that are not classes, derived from the others (e.g. h and w from "hw").
     derive: Callable[[Params], Params] = lambda p: p
@@ -134,10 +134,10 @@ def _value(grid: OpGrid, name: str, key: str):
 
 def grid_cases(op: str) -> list[tuple[str, Params, str]]:
     """(case name, model parameters, level) of `op`: the default grid first, then the rest of the full one."""
-    from cortexm import sweep
+    from cortexm.cases import space
 
     grid = GRIDS[op]
-    valid = sweep.space(grid.op).valid
+    valid = space.space(grid.op).valid
     seed = zlib.crc32(op.encode())
     singles, _ = cover(grid, valid, 1, seed)
     pairs, _ = cover(grid, valid, 2, seed)
@@ -156,16 +156,17 @@ def model_params(op: str, p: Params, name: str) -> Params:
 
 def register_all() -> None:
     """Register every grid case (both levels); cortexm.testing selects by level."""
-    from cortexm import defects, sweep
-    from cortexm.cases import register
+    from cortexm import defects
+    from cortexm.cases import space
+    from cortexm.cases.registry import register
 
     for op, grid in GRIDS.items():
         for name, p, level in grid_cases(op):
             params = model_params(op, p, name)
-            known = tuple(getattr(defects, k) for k in sweep.known_defects(grid.op, params))
+            known = tuple(getattr(defects, k) for k in space.known_defects(grid.op, params))
             doc = f"{op} " + ", ".join(f"{k}={v}" for k, v in p.items())
             register(name, doc, known_failures=known, data=p["data"], grid=(op, level, p))(
-                lambda op=grid.op, params=params: sweep.build_sample(op, params))
+                lambda op=grid.op, params=params: space.build_sample(op, params))
 
 
 def coverage(op: str, names: set[str]) -> dict[str, dict[str, bool]]:

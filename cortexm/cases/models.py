@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cortexm.cases import register
+from cortexm.cases.registry import register
 from cortexm.cases.ops import image, vector
 
 

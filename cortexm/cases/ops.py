@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from cortexm import defects
-from cortexm.cases import register
+from cortexm.cases.registry import register
 
 
 def image(c: int, h: int, w: int, n: int = 1) -> torch.Tensor:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path

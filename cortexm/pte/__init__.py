@@ -7,6 +7,5 @@ from cortexm.pte.program import (  # noqa: F401
     Program,
     PteError,
     TensorValue,
-    load,
-    parse,
 )
+from cortexm.pte.read import load, parse  # noqa: F401

@@ -3,7 +3,7 @@
 cortexm's runner loads a program with `Program::load(&loader)` (the default,
 `Verification::Minimal`: no flatbuffer verifier), its method 0's meta, one buffer per
 planned size, and `Program::load_method`. This module walks a program read by
-`cortexm.pte.program.parse(data, check=False)` in that order and reports, one line each,
+`cortexm.pte.load(path, check=False)` in that order and reports, one line each,
 every problem the runtime checks for (the source each mirrors is named at the check):
 
 - runtime/executor/program.cpp       Program::load, method_meta, get_constant_buffer_data,

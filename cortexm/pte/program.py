@@ -2,25 +2,20 @@
 
 Reads the parts of `schema/program.fbs` that inspection and verification need,
 without importing torch or ExecuTorch, so `cortexm inspect` and `verify` start
-in a fraction of a second. Every cross-reference (operator index, value index)
-is checked, so a damaged file fails here with a message that says where.
-
-``parse(data, check=False)`` reads leniently instead: what the runtime would
-refuse (a value of unknown type, a missing field, a bad index) is kept in the
-result (``BadValue``, ``BadInstruction``, the ``absent`` fields) for
-``cortexm.pte.loader`` to report, one problem per line, as ExecuTorch's loader
-would meet them.
+in a fraction of a second. Damage to the flatbuffer itself fails here with a
+message that says where; what the runtime would refuse (a value of unknown type,
+a missing field, a bad index) is kept in the result (``BadValue``,
+``BadInstruction``, the ``absent`` fields) for ``cortexm.pte.loader`` to report,
+one problem per line, as ExecuTorch's loader would meet them. ``cortexm.pte.read``
+puts the two together.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Union
 
-from cortexm import files
 from cortexm.errors import CortexmError
 from cortexm.pte.flatbuffer import FlatbufferError, Table, root
 
@@ -274,32 +269,11 @@ _EXTENDED_HEADER_MIN_LENGTH = 24
 MAX_FILE_SIZE = 2 << 30
 
 
-def load(path: str | Path, check: bool = True) -> Program:
-    """Read and check a .pte file; raises PteError (or CortexmError, for what is not a regular
-    file) with a one-line reason. Like Program::load it reads the header first, then only the
-    flatbuffer: the segments' bytes are not needed, only where they end."""
-    path = files.regular(path, "program", MAX_FILE_SIZE)  # a FIFO, a device, a directory: nothing read
-    try:
-        with path.open("rb") as f:
-            file_size = os.fstat(f.fileno()).st_size
-            head = f.read(HEAD_BYTES)
-            program_size = _head(head, file_size)[0]
-            data = head + f.read(max(program_size - len(head), 0))
-        return parse(data, check, file_size)
-    except OSError as e:
-        raise PteError(f"{path}: cannot read ({e.strerror or e})") from None
-    except PteError as e:
-        raise PteError(f"{path}: {e}") from None
-
-
-def parse(data: bytes, check: bool = True, file_size: int | None = None) -> Program:
-    """The program in `data`: a whole file, or (given the file's `file_size`) its bytes up to
-    the end of the flatbuffer, what `load` reads. Damage to the flatbuffer itself raises PteError; with
-    `check`, so does the first reference the reader's users could trip over (a value, operator or
-    delegate index out of range, a value or instruction of unknown type, a planned tensor
-    outside its buffer). Without it those are left for cortexm.pte.loader to report."""
+def read(data: bytes, file_size: int | None = None) -> Program:
+    """The program in `data` (see cortexm.pte.read.parse), its references unchecked: damage to
+    the flatbuffer itself raises PteError, the rest is left for cortexm.pte.loader."""
     file_size = len(data) if file_size is None else file_size
-    program_size, segment_base, segment_size = _head(data, file_size)
+    program_size, segment_base, segment_size = head(data, file_size)
     if len(data) < program_size:
         raise PteError(f"truncated: header says the program is {program_size} bytes, {len(data)} could be read")
     try:
@@ -307,17 +281,10 @@ def parse(data: bytes, check: bool = True, file_size: int | None = None) -> Prog
     except FlatbufferError as e:
         raise PteError(f"damaged program data: {e}") from None
     _check_segments(program)
-    if check:
-        from cortexm.pte import loader
-
-        for plan in program.plans:
-            first = next(iter(loader.reference_problems(plan)), None)
-            if first is not None:
-                raise PteError(f"method {plan.name!r}: {first}")
     return program
 
 
-def _head(data: bytes, file_size: int) -> tuple[int, int, int]:
+def head(data: bytes, file_size: int) -> tuple[int, int, int]:
     """(program size, segment base offset, segment data size) of a `file_size`-byte file, from its
     first bytes `data`; PteError when they are not a program's."""
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:

@@ -23,7 +23,8 @@ from cortexm import dialect
 from cortexm.library import Library
 from cortexm import defects
 from cortexm.errors import CortexmError
-from cortexm.export import quiet_lowering_imports, read_sidecar
+from cortexm.backend_source import quiet_lowering_imports
+from cortexm.export import read_sidecar
 from cortexm.targets import Core
 from cortexm.testing import cache, crosscore, shards
 from cortexm.testing.crosscore import CrossCore

@@ -1,26 +1,20 @@
-"""Seeded sweeps of an operator's parameter space, with shrinking to a small reproducer.
+"""The parameter spaces of the sweepable operators: how to draw a sample within what the
+cortex_m backend lowers, build its model, shrink it, and write samples as a case file.
 
-`cortexm sweep conv2d --target cortex-m7 --seed 7 --count 40` draws 40 parameter
-sets for conv2d from a generator seeded with 7, within what the cortex_m backend
-lowers, writes them as a case file and runs them through the test app on every
-requested core (reference comparison and the cross-core check). A failing
-sample is shrunk, one parameter at a time, to the smallest one that still fails
-the same way, and written as a ready-to-run case file:
-
-    cortexm test --cases sweep-repro-conv2d-7-13.py
+What enters: an operator name, a seed, parameters. What leaves: parameter sets, the
+(module, inputs) of a sample, and case files that register samples as cases
+(`register_sample`). The grid cases (cortexm.cases.grid) and `cortexm sweep`
+(cortexm.testing.sweep) both draw from here.
 """
 
 from __future__ import annotations
 
 import random
-import zlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
-from cortexm.cases import register
+from cortexm.cases.registry import register
 from cortexm.errors import CortexmError
-from cortexm.testing import shards
 
 Params = dict[str, Any]
 
@@ -307,120 +301,8 @@ def smaller(op: str, params: Params) -> list[Params]:
 def case_file(entries: list[tuple[str, str, Params]], header: str) -> str:
     """Python source of a case file registering each (name, op, params)."""
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
-    lines += ["from cortexm.sweep import register_sample", ""]
+    lines += ["from cortexm.cases.space import register_sample", ""]
     for name, op, params in entries:
         known = known_defects(op, params)
         lines.append(f"register_sample({name!r}, {op!r}, {params!r}" + (f", known={known!r})" if known else ")"))
     return "\n".join(lines) + "\n"
-
-
-# --- running a sweep ------------------------------------------------------------------------
-
-@dataclass
-class Finding:
-    sample: str
-    params: Params
-    failure: str  # one line: what failed, on which cores
-    repro: Path | None = None
-    shrunk: Params | None = None
-
-
-@dataclass
-class SweepReport:
-    op: str
-    seed: int
-    samples: int
-    cores: list[str]
-    seconds: float
-    results: list  # CaseResult
-    checks: list  # CrossCore
-    findings: list[Finding]
-    expected: int  # samples in a known-defect region that failed as expected
-
-    @property
-    def per_minute(self) -> float:
-        return self.samples * 60 / self.seconds if self.seconds else 0.0
-
-
-def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: dict, jobs: int = 2,
-              shrink_limit: int = 3, progress: Callable[[str], None] = lambda _: None,
-              shard: tuple[int, int] | None = None) -> SweepReport:
-    """Draw, export, run and check `count` samples of `op` (those of `shard`, when given: the
-    same draw on every shard); shrink and write reproducers."""
-    import time
-
-    from cortexm.testing import app
-
-    started = time.perf_counter()
-    samples = draw(op, seed, count)
-    names = [f"sweep_{op}_{seed}_{i}" for i in range(count)]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    batch = out_dir / f"sweep-{op}-{seed}.py"
-    batch.write_text(case_file(list(zip(names, [op] * count, samples)),
-                               f"cortexm sweep {op} --seed {seed} --count {count}: the drawn samples"))
-    options = app.Options(cores=list(cores), case_files=[batch], simulators=simulators, jobs=jobs, shard=shard)
-    results = app.run(options, progress)
-    cases = {c.name: c for c in app.select_cases(options)}
-    checks = app.cross_core(results, cases)
-    seconds = time.perf_counter() - started
-
-    findings = []
-    for name, params in zip(names, samples):
-        failure = _failure(name, results, checks) if shards.belongs(name, shard) else ""
-        if failure:
-            findings.append(Finding(name, params, failure))
-    expected = sum(r.status == "XFAIL" for r in results)
-    for finding in findings[:shrink_limit]:
-        progress(f"shrinking {finding.sample}: {finding.failure}")
-        finding.shrunk = shrink(op, finding.params, finding.failure, cores, simulators, out_dir, jobs, progress)
-        finding.repro = out_dir / f"sweep-repro-{op}-{finding.sample.rsplit('_', 2)[-2]}-{finding.sample.rsplit('_', 1)[-1]}.py"
-        finding.repro.write_text(case_file(
-            [(f"repro_{finding.sample}", op, finding.shrunk)],
-            f"Reproducer from `cortexm sweep {op} --seed {seed} --count {count}`, sample {finding.sample}.\n"
-            f"Failure: {finding.failure}\nOriginal parameters: {finding.params!r}\n"
-            f"Run it: cortexm test --cases {finding.repro.name} " + " ".join(f"-t {c.name}" for c in cores)))
-    ran = sum(shards.belongs(name, shard) for name in names)
-    return SweepReport(op, seed, ran, [c.name for c in cores], seconds, results, checks, findings, expected)
-
-
-def _failure(name: str, results, checks) -> str:
-    """One line saying how sample `name` failed ('' when it did not)."""
-    failed = [r for r in results if r.case == name and r.failed]
-    cross = [c for c in checks if c.case == name and c.failed]
-    if failed:
-        return f"{failed[0].status} on {', '.join(r.core for r in failed)}: {failed[0].reason}"
-    if cross:
-        return cross[0].line()
-    return ""
-
-
-def _kind(failure: str) -> str:
-    """What kind of failure, to keep shrinking on the same one."""
-    if failure.startswith("FAIL ") and "cores disagree" in failure:
-        return "cross-core"
-    return failure.split(":", 2)[0]  # e.g. "FAIL on cortex-m7"
-
-
-def shrink(op: str, params: Params, failure: str, cores, simulators: dict, out_dir: Path, jobs: int,
-           progress: Callable[[str], None]) -> Params:
-    """The smallest parameters (greedily, one at a time) that still fail the same way."""
-    from cortexm.testing import app
-
-    kind, current = _kind(failure), params
-    while True:
-        for candidate in smaller(op, current):
-            # Named by content (not hash(), which varies per process) so a rerun hits the export cache.
-            name = f"shrink_{op}_{zlib.crc32(repr(sorted(candidate.items())).encode()):08x}"
-            path = out_dir / ".shrink" / f"{name}.py"
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(case_file([(name, op, candidate)], "shrinking candidate"))
-            options = app.Options(cores=list(cores), case_files=[path], simulators=simulators, jobs=jobs)
-            results = app.run(options)
-            checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
-            again = _failure(name, results, checks)
-            if again and _kind(again) == kind:
-                progress(f"  smaller and still failing: {candidate}")
-                current = candidate
-                break
-        else:
-            return current

@@ -1,0 +1,74 @@
+"""The case registry: what a case is, and `register`, the decorator that adds one.
+
+The suite's modules (cortexm.cases.ops, .models, .grid) and a user's case files register
+here; cortexm.cases reads the registry once they are loaded.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from cortexm import defects
+from cortexm.defects import KnownDefect
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    doc: str
+    build: Callable[[], tuple]  # -> (module, example_inputs)
+    # Allowed |difference| from the Python reference, in quantization steps.
+    qtol: int = 0
+    # Why this case may differ from the reference, or between cores, by design.
+    notes: str = ""
+    # Known upstream defects this case hits (cortexm.defects): expected failures while
+    # the code under test has the defect and the case fails the defect's way.
+    known_failures: tuple[KnownDefect, ...] = ()
+    # Set for a program exported elsewhere and given to the test app as it is.
+    program: Path | None = None
+    # Why this case's outputs differ between cores by design ("": they must be bit-identical).
+    cross_core: str = ""
+    # Where example inputs are placed once quantized (cortexm.cases.data.KINDS).
+    data: str = "uniform"
+    # For a grid case (cortexm.cases.grid): (operator, level "default" or "full", grid point).
+    grid: tuple | None = None
+
+    @property
+    def seed(self) -> int:
+        return zlib.crc32(self.name.encode())
+
+    def defects_here(self, core_name: str, locate: dict | None = None) -> tuple[KnownDefect, ...]:
+        """The known defects this case hits on `core_name` with the code under test
+        (`locate`: component -> file finder; default: cortexm.defects.default_locators())."""
+        locate = locate if locate is not None else defects.default_locators()
+        return tuple(d for d in self.known_failures if d.applies(core_name, locate))
+
+    def fails_at(self, stage: str, core_name: str) -> KnownDefect | None:
+        """The known defect expected to stop this case at `stage` on `core_name` here."""
+        return next((d for d in self.defects_here(core_name) if d.stage == stage), None)
+
+
+REGISTRY: dict[str, Case] = {}
+
+
+def register(name: str, doc: str, qtol: int = 0, notes: str = "",
+             known_failures: dict[str, str] | tuple[KnownDefect, ...] = (), cross_core: str = "",
+             data: str = "uniform", grid: tuple | None = None):
+    """Decorator: register `fn` (returning (module, inputs)) as a case.
+
+    known_failures: KnownDefects, or for a user's own notes {core or "*": reason}.
+    """
+    if isinstance(known_failures, dict):
+        known_failures = tuple(defects.user_note(reason, cores=() if core == "*" else (core,))
+                               for core, reason in known_failures.items())
+
+    def wrap(fn: Callable[[], tuple]) -> Callable[[], tuple]:
+        if name in REGISTRY:
+            raise ValueError(f"duplicate case {name}")
+        REGISTRY[name] = Case(name, doc, fn, qtol, notes, tuple(known_failures), cross_core=cross_core, data=data, grid=grid)
+        return fn
+
+    return wrap
