@@ -28,7 +28,7 @@
         "aarch64-linux"
         "aarch64-darwin"
       ];
-      # Cores with board support for a runner (cortexm/targets.py; a test keeps the two equal).
+      # Cores with board support for a runner (cortexm/base/targets.py; a test keeps the two equal).
       cores = [
         "m3"
         "m4"

@@ -323,7 +323,7 @@ def _(lab):
 
 
 def _pins(lab, edit: Callable[[str], str], what: str) -> tuple[str, str | None]:
-    from cortexm import pins
+    from cortexm.sources import pins
 
     path = lab.root / f"pins-{abs(hash(what))}.toml"
     path.write_text(edit(pins.pins_path().read_text()))

@@ -13,7 +13,7 @@ GOLDENS = REPO / "tests" / "goldens"
 
 # In this process the lowering is the installed wheel's, the pinned one the goldens record,
 # whatever ExecuTorch tree is around; commands the tests run choose for themselves.
-from cortexm import backend_source  # noqa: E402
+from cortexm.lowering import backend_source  # noqa: E402
 
 backend_source.activate(None)
 
@@ -32,8 +32,9 @@ def export_cache(tmp_path_factory):
 def exported():
     """exported(case, core, layout="legacy") -> path of the .pte bundle, through the test app's
     export cache; a failed export raises its CortexmError."""
-    from cortexm import export, modelsource, targets
-    from cortexm.errors import CortexmError
+    from cortexm.base import targets
+    from cortexm.lowering import export, modelsource
+    from cortexm.base.errors import CortexmError
     from cortexm.testing import cache
 
     def get(case: str, core: str, layout: str = "legacy") -> Path:

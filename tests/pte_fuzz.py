@@ -276,8 +276,8 @@ def verify_verdict(pte: Path, library, target) -> Verdict:
     clear line: an exception other than CortexmError (a traceback), or a multi-line message."""
     import traceback
 
-    from cortexm.errors import CortexmError
-    from cortexm.verify import verify_file
+    from cortexm.base.errors import CortexmError
+    from cortexm.checking.verify import verify_file
 
     try:
         findings = verify_file(pte, library, target)
@@ -389,8 +389,9 @@ def run_corpus(sources: list[tuple[str, Path]], count: int, seed: int, elf: Path
 
 def _export(case: str, core: str) -> Path:
     """The case's .pte through the test app's export cache (the user's, for this script)."""
-    from cortexm import export, modelsource, targets
-    from cortexm.errors import CortexmError
+    from cortexm.base import targets
+    from cortexm.lowering import export, modelsource
+    from cortexm.base.errors import CortexmError
     from cortexm.testing import cache
 
     hit = cache.lookup(case, core, "legacy")
@@ -403,7 +404,7 @@ def _export(case: str, core: str) -> Path:
 def sources_for(exported, cases=CASES) -> tuple[list[tuple[str, Path]], dict]:
     """(name, .pte) of every case in `cases` (case, core, variant), and each name's core, through
     `exported(case, core)`."""
-    from cortexm.targets import core as core_named
+    from cortexm.base.targets import core as core_named
 
     sources, targets = [], {}
     for case, core, variant in cases:
@@ -418,7 +419,7 @@ def sources_for(exported, cases=CASES) -> tuple[list[tuple[str, Path]], dict]:
 
 def host_runner_and_library():
     """The host runner (built or cached) and its generated registration, as a verify library."""
-    from cortexm import library
+    from cortexm.checking import library
     from cortexm.firmware import build_runner
 
     runner = build_runner("host")

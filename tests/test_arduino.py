@@ -25,7 +25,7 @@ from cortexm.arduino.examples import model_from_header, shipped_inputs
 from cortexm.arduino.generate import TARGET, generate
 from cortexm.arduino.provenance import JSON
 from cortexm.arduino.upstream import CORTEX_M_YAML, FOLDER, Upstream
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 STAND_IN = Path(__file__).resolve().parent / "arduino_core_stand_in"
 KWS_LABELS = ("silence", "unknown", "yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
@@ -136,7 +136,7 @@ def test_shipped_models_verify_ok_with_cortexm_verify(library, tmp_path):
 
 
 def test_the_library_ships_no_prim_ops_and_verify_says_so(library):
-    from cortexm import library as libs
+    from cortexm.checking import library as libs
 
     shipped = libs.load(library.folder)
     assert shipped.lookup("cortex_m::quantized_conv2d.out").expects is not None
@@ -232,7 +232,7 @@ def test_lint_finds_a_misnamed_sketch_and_a_symlink(tmp_path):
 
 def test_compiles_for_the_uno_q_core(library):
     from cortexm.arduino.compile import compile_library
-    from cortexm.targets import core
+    from cortexm.base.targets import core
 
     if MISSING:
         pytest.skip(f"compiling needs: {MISSING}")
@@ -247,8 +247,8 @@ def test_compiles_for_the_uno_q_core(library):
 
 def test_examples_run_on_qemu_m33_and_match_the_python_reference(library, tmp_path):
     from cortexm.pte import load
-    from cortexm.reference import evaluate, output_scales
-    from cortexm.run import RunError, run_pte
+    from cortexm.lowering.reference import evaluate, output_scales
+    from cortexm.sim.run import RunError, run_pte
     from cortexm.testing.compare import compare, logical
 
     if MISSING:

@@ -1,4 +1,4 @@
-"""Builds and simulators do not outlive cortexm (cortexm.children)."""
+"""Builds and simulators do not outlive cortexm (cortexm.base.children)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cortexm import children
+from cortexm.base import children
 
 # A child that starts grandchildren, as `cmake --build` starts ninja and compilers.
 FAMILY = ["sh", "-c", "sleep 300 & sleep 300 & wait"]
@@ -51,7 +51,7 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc 
 
 def test_a_killed_cortexm_leaves_no_child_running(tmp_path):
     # A stand-in for `cortexm build`, SIGKILLed while its build runs.
-    script = ("import sys; from cortexm import children\n"
+    script = ("import sys; from cortexm.base import children\n"
               f"with children.started({FAMILY!r}) as p:\n"
               "    print(p.pid, flush=True); p.wait()\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from cortexm import dialect
+from cortexm.lowering import dialect
 from cortexm.cases import all_cases
 
 from conftest import GOLDENS
@@ -24,7 +24,7 @@ def test_golden(exported, case, core_name):
 
     known = get(case).fails_at("export", core_name)
     if known:
-        from cortexm.errors import CortexmError
+        from cortexm.base.errors import CortexmError
 
         with pytest.raises(CortexmError) as failure:
             exported(case, core_name)

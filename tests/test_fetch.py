@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import nar, pins, sources, trees
+from cortexm import sources
+
+from cortexm.sources import nar, pins, trees
 
 from conftest import run_cli
 

@@ -24,11 +24,11 @@ import pytest
 from conftest import MISSING, run_cli
 
 needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.firmware import BuildOptions, build_runner, model_ops, suite_ops
 from cortexm.firmware.tools import toolchain_prefix
-from cortexm.run import RunError, run_pte
-from cortexm.targets import core
+from cortexm.sim.run import RunError, run_pte
+from cortexm.base.targets import core
 
 CORES = ("cortex-m7", "cortex-m55")
 
@@ -149,7 +149,7 @@ def test_whole_suite_within_each_cases_tolerance(runners, name):
 
 @needs_firmware
 def test_m55_runner_on_the_m7_machine_fails_clearly(runners, exported, tmp_path):
-    from cortexm.run import execute
+    from cortexm.sim.run import execute
     from cortexm.sim import get
 
     result, outputs = execute(exported("conv2d", "cortex-m7"), core("cortex-m7"), get("qemu"), runners["cortex-m55"],
@@ -223,7 +223,7 @@ def test_too_small_method_pool_is_named_with_its_sizes(runners, exported):
 @needs_firmware
 @pytest.mark.parametrize("name", CORES)
 def test_size_adds_up_to_the_elf_sections(runners, name):
-    from cortexm.size import footprint
+    from cortexm.report.size import footprint
 
     runner = runners[name]
     result = footprint(runner.elf, runner.map_file)

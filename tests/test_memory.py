@@ -21,7 +21,7 @@ def _run(pattern: str, simulators: dict, cores) -> list:
 
 def test_one_byte_past_the_output_is_caught_with_right_outputs(runners):
     from cortexm.firmware import BuildOptions, build_runner
-    from cortexm.targets import core
+    from cortexm.base.targets import core
     from cortexm.testing.simulate import RunnerSimulator
 
     m7 = core("cortex-m7")
@@ -39,7 +39,7 @@ def test_one_byte_past_the_output_is_caught_with_right_outputs(runners):
 def test_the_host_build_catches_it_with_address_sanitizer(host_runner):
     """The same perturbed kernel in the host build: AddressSanitizer on exact-size buffers."""
     from cortexm.firmware import BuildOptions, build_runner
-    from cortexm.targets import core
+    from cortexm.base.targets import core
     from cortexm.testing.simulate import RunnerSimulator
 
     host = core("host")
@@ -54,7 +54,7 @@ def test_the_host_build_catches_it_with_address_sanitizer(host_runner):
 
 def test_the_host_build_runs_the_suite_clean(host_runner):
     """Unperturbed, the host build passes the memory oracle and matches the integer reference."""
-    from cortexm.targets import core
+    from cortexm.base.targets import core
     from cortexm.testing.simulate import RunnerSimulator
 
     host = core("host")
@@ -63,7 +63,7 @@ def test_the_host_build_runs_the_suite_clean(host_runner):
 
 
 def test_the_unperturbed_kernel_passes_the_memory_oracle(runners):
-    from cortexm.targets import core
+    from cortexm.base.targets import core
     from cortexm.testing.simulate import RunnerSimulator
 
     m7 = core("cortex-m7")
@@ -74,7 +74,7 @@ def test_the_unperturbed_kernel_passes_the_memory_oracle(runners):
 def test_transposed_conv_scratch_overrun_is_named(runners):
     """CMSIS-NN sizes this scratch with stride.h where the kernel uses stride.w (PR #243):
     on both cores the guard sees the kernel write 64 bytes past its 576-byte scratch."""
-    from cortexm.targets import core
+    from cortexm.base.targets import core
     from cortexm.testing.simulate import RunnerSimulator
 
     cores = [core("cortex-m7"), core("cortex-m55")]

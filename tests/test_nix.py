@@ -34,8 +34,12 @@ from urllib.parse import urlparse
 
 import pytest
 
-from cortexm import manifest, nar, sources
-from cortexm.targets import CORES
+from cortexm import sources
+
+from cortexm.base import manifest
+
+from cortexm.sources import nar
+from cortexm.base.targets import CORES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -278,7 +282,7 @@ def test_the_evaluation_used_the_lib_it_says(tmp_path, nix_lib):
 
 
 def test_flake_cores_are_those_with_board_support():
-    """flake.nix lists the cores to build runners for; cortexm/targets.py says which have a board."""
+    """flake.nix lists the cores to build runners for; cortexm/base/targets.py says which have a board."""
     m = re.search(r"cores = \[([^\]]*)\]", (REPO / "flake.nix").read_text())
     assert m, "flake.nix has no `cores = [ ... ]`"
     assert re.findall(r'"([^"]+)"', m.group(1)) == cores_with_runners()

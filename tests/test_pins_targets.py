@@ -8,10 +8,12 @@ import subprocess
 
 import pytest
 
-from cortexm import nar, pins, sources
-from cortexm.errors import CortexmError
-from cortexm.backend_source import upstream_backend
-from cortexm.targets import CORES, core
+from cortexm import sources
+
+from cortexm.sources import nar, pins
+from cortexm.base.errors import CortexmError
+from cortexm.lowering.backend_source import upstream_backend
+from cortexm.base.targets import CORES, core
 
 
 def _hashed_entries(data, path=()):

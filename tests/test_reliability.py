@@ -67,7 +67,7 @@ def test_export_into_read_only_folder(tmp_path):
      "wheels.executorch.files.cp311-x86_64-linux.sha256: must be a sha256 of 64 hex digits"),
 ])
 def test_pin_file_schema_names_the_key(tmp_path, edit, fragment):
-    from cortexm import pins
+    from cortexm.sources import pins
 
     broken = tmp_path / "pins.toml"
     broken.write_text(edit(pins.pins_path().read_text()))
@@ -84,7 +84,7 @@ def test_a_wheel_that_is_not_the_pinned_one_fails_pins(tmp_path):
     import subprocess
     import sys
 
-    from cortexm import pins
+    from cortexm.sources import pins
 
     entry = pins.load()["wheels"]["torchao"]["files"]["any"]
     wheels = tmp_path / "cortexm" / "wheels"
@@ -98,7 +98,7 @@ def test_a_wheel_that_is_not_the_pinned_one_fails_pins(tmp_path):
 
 
 def test_revisions_that_differ_late_are_shown_whole():
-    from cortexm.pins import distinct
+    from cortexm.sources.pins import distinct
 
     a, b = "dbf45dbfcc51" + "5" * 28, "dbf45dbfcc51" + "6" * 28
     assert distinct(a, b) == (a, b)
@@ -168,9 +168,9 @@ def test_damaged_runner_in_the_build_cache_is_built_again(runners):
 
 @needs_firmware
 def test_run_reads_npy_and_c_headers_like_raw_inputs(runners, exported, tmp_path):
-    from cortexm.export import read_sidecar
+    from cortexm.pte.sidecar import read_sidecar
     from cortexm.pte import load
-    from cortexm.run import from_raw
+    from cortexm.sim.run import from_raw
 
     pte = exported("conv2d", "cortex-m7")
     sidecar = read_sidecar(pte)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import defects, sources
+from cortexm import sources
+
+from cortexm.cases import defects
 
 REPRO = Path(__file__).resolve().parent.parent / "bench" / "repro" / "transpose_conv_row_overrun.c"
 

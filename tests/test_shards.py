@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conftest import MISSING, run_cli
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.testing import shards
 
 needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")

@@ -18,9 +18,9 @@ import pytest
 
 from conftest import run_cli
 from cortexm import sim, sources
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.sim.protocol import SimResult
-from cortexm.targets import core
+from cortexm.base.targets import core
 
 FAKE_FVP = textwrap.dedent("""\
     #!{python}
@@ -152,7 +152,7 @@ def _git_rev(path) -> str | None:
 def test_sources_reports_the_actual_revisions():
     result = run_cli("sources", "--json")
     assert result.returncode in (0, 1), result.stderr
-    from cortexm import pins
+    from cortexm.sources import pins
 
     for entry in json.loads(result.stdout):
         kind = {"executorch": sources.EXECUTORCH, "cmsis-nn": sources.CMSIS_NN}[entry["name"]]

@@ -104,7 +104,7 @@ def test_program_lowered_for_the_other_core_fails(cache, exported, tmp_path):
 
 
 def test_library_with_a_changed_schema_fails(cache, tmp_path):
-    from cortexm import library
+    from cortexm.checking import library
 
     yaml = tmp_path / "operators.yaml"
     original = (Path(library._installed_package()) / "backends/cortex_m/ops/operators.yaml").read_text()
@@ -154,3 +154,16 @@ def test_pytest_fixture(pytester):
     )
     outcome = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     outcome.assert_outcomes(passed=1)
+
+
+def test_export_cache_keys_on_the_code_an_export_runs():
+    # Read from the import graph, so a module the export starts to use is covered without a
+    # list to keep: the integer reference and the isolated memory plan shape what is cached.
+    from cortexm.testing.cache import code_files
+
+    package = Path(__import__("cortexm").__file__).resolve().parent
+    files = {str(f.relative_to(package)) for f in code_files()}
+    for shaping in ("lowering/export.py", "lowering/reference.py", "oracle/conv.py", "oracle/softmax.py",
+                    "checking/memory_plan.py", "cases/grid.py", "cases/data.py", "pte/program.py", "testing/app.py"):
+        assert shaping in files
+    assert not any(f.startswith(("cli/", "sim/", "report/")) for f in files)

@@ -48,7 +48,7 @@ def test_an_operator_the_tree_has_no_kernel_for_stays_out_of_the_runner(runners)
     without it (once, every later build failed the same way)."""
     import pytest
 
-    from cortexm.errors import CortexmError
+    from cortexm.base.errors import CortexmError
 
     routing = upstream.Routing("cortex-m7", "qemu")
     before = set(routing.ops)

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import library, sources
+from cortexm import sources
+
+from cortexm.checking import library
 from cortexm.cases import all_cases
 from cortexm.pte import load
-from cortexm.targets import core
-from cortexm.verify import verify_file
+from cortexm.base.targets import core
+from cortexm.checking.verify import verify_file
 
 from conftest import run_cli
 
@@ -148,7 +150,7 @@ def test_library_from_source_tree_matches_installed_package():
 def test_without_target_or_sidecar_every_core_is_audited(exported, tmp_path):
     """A program with no sidecar gets a verdict per core with a runner: the DSP lowering's
     conv2d scratch is too small for the M55 (MVE), whose need ExecuTorch planned lowering for it."""
-    from cortexm.verify import RUNNER_CORES
+    from cortexm.checking.verify import RUNNER_CORES
 
     pte = tmp_path / "bare.pte"
     shutil.copy(exported("conv2d", "cortex-m7"), pte)  # without its sidecar
@@ -194,7 +196,7 @@ def test_an_argument_cmsis_nn_cannot_take_is_one_line(exported, tmp_path):
 
 def test_a_refusal_by_cmsis_nn_is_one_line():
     """Whatever gets past the argument checks to pybind11 still comes back as one line."""
-    from cortexm import scratch
+    from cortexm.checking import scratch
 
     cm = scratch.cmsis_nn_module()
     with pytest.raises(scratch.ScratchError) as refused:

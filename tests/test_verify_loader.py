@@ -27,7 +27,7 @@ CASES = (("conv2d", "cortex-m7", ""), ("linear", "cortex-m55", ""), ("conv2d", "
 def _missing() -> str | None:
     """Why the host runner cannot be built here, or None."""
     from cortexm import sources
-    from cortexm.errors import CortexmError
+    from cortexm.base.errors import CortexmError
     from cortexm.firmware import tools
 
     for kind in (sources.EXECUTORCH, sources.CMSIS_NN):

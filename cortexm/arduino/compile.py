@@ -18,12 +18,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm import children
-from cortexm.errors import CortexmError
+from cortexm.base import children
+from cortexm.base.errors import CortexmError
 from cortexm.firmware import tools
 from cortexm.firmware.build import builds_dir, first_problem
-from cortexm.firmware.identity import files_digest
-from cortexm.targets import Core
+from cortexm.sources.identity import files_digest
+from cortexm.base.targets import Core
 
 # What the Arduino builder adds for a sketch (arduino-builder's preprocessing, minus
 # the prototypes it generates with ctags: the examples need none).

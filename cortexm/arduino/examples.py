@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 _BYTES = re.compile(r"\{(.*?)\};", re.S)
 _FLOAT_ARRAY = re.compile(r"static\s+const\s+float\s+(\w+)\s*\[\s*\d*\s*\]\s*=\s*\{(.*?)\};", re.S)

@@ -22,14 +22,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortexm import library as libs
-from cortexm import manifest, sources
+from cortexm.checking import library as libs
+from cortexm import sources
+from cortexm.base import manifest
 from cortexm.arduino import assemble, lint, provenance
 from cortexm.arduino.upstream import Upstream
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.firmware import codegen, tools
-from cortexm.targets import core as core_named
-from cortexm.verify import Finding, verify_file
+from cortexm.base.targets import core as core_named
+from cortexm.checking.verify import Finding, verify_file
 
 # The Arduino UNO Q's core (STM32U585): the examples' models are checked for it.
 TARGET = "cortex-m33"

@@ -3,13 +3,18 @@
 A case builds a float module and example inputs; everything random is drawn
 from a generator seeded by the case name, so the same case is the same model
 on every machine. Calibration data is made in code too (`calibration`).
+
+What enters: nothing but names. What leaves: `Case`s (registry.py; ops.py, models.py and
+the parameter grid grid.py register them), the operators' parameter spaces that grid
+cases and sweeps draw from (space.py), data placed on quantization boundaries (data.py),
+and the known upstream defects a case may hit, recognised by content (defects.py).
 """
 
 from __future__ import annotations
 
 from cortexm.cases import registry
 from cortexm.cases.registry import Case, register  # noqa: F401  (the face: user case files use these)
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 GRID_LEVELS = {"none": (), "default": ("default",), "full": ("default", "full")}
 

@@ -2,7 +2,7 @@
 
 Random inputs rarely land on a quantization boundary. A case with `data` other
 than "uniform" gets inputs chosen after quantization, from the input's own
-scale and zero point (`craft`, called by cortexm.export once PT2E has
+scale and zero point (`craft`, called by cortexm.lowering.export once PT2E has
 calibrated), so they hit exactly the values a one-line rounding or clamping bug
 would get wrong:
 

@@ -156,7 +156,7 @@ def model_params(op: str, p: Params, name: str) -> Params:
 
 def register_all() -> None:
     """Register every grid case (both levels); cortexm.testing selects by level."""
-    from cortexm import defects
+    from cortexm.cases import defects
     from cortexm.cases import space
     from cortexm.cases.registry import register
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cortexm import defects
+from cortexm.cases import defects
 from cortexm.cases.registry import register
 
 

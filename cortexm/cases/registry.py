@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from cortexm import defects
-from cortexm.defects import KnownDefect
+from cortexm.cases import defects
+from cortexm.cases.defects import KnownDefect
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Case:
     qtol: int = 0
     # Why this case may differ from the reference, or between cores, by design.
     notes: str = ""
-    # Known upstream defects this case hits (cortexm.defects): expected failures while
+    # Known upstream defects this case hits (cortexm.cases.defects): expected failures while
     # the code under test has the defect and the case fails the defect's way.
     known_failures: tuple[KnownDefect, ...] = ()
     # Set for a program exported elsewhere and given to the test app as it is.
@@ -42,7 +42,7 @@ class Case:
 
     def defects_here(self, core_name: str, locate: dict | None = None) -> tuple[KnownDefect, ...]:
         """The known defects this case hits on `core_name` with the code under test
-        (`locate`: component -> file finder; default: cortexm.defects.default_locators())."""
+        (`locate`: component -> file finder; default: cortexm.cases.defects.default_locators())."""
         locate = locate if locate is not None else defects.default_locators()
         return tuple(d for d in self.known_failures if d.applies(core_name, locate))
 

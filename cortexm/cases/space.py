@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cortexm.cases.registry import register
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 Params = dict[str, Any]
 
@@ -250,7 +250,7 @@ def build_sample(op: str, params: Params) -> tuple:
 
 
 # Regions of a parameter space where a known upstream defect shows: samples there are
-# expected failures (cortexm.defects), so a sweep reports only what is new.
+# expected failures (cortexm.cases.defects), so a sweep reports only what is new.
 KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
     "transpose_conv2d": [
         (lambda p: p["pad"][0] % p["stride"][0] != 0, "CMSIS_NN_TRANSPOSE_CONV_ROWS"),
@@ -269,8 +269,8 @@ def known_defects(op: str, params: Params) -> tuple[str, ...]:
 
 
 def register_sample(name: str, op: str, params: Params, known: tuple[str, ...] = ()) -> None:
-    """Register a sample as a case (what generated case files call); `known` names cortexm.defects."""
-    from cortexm import defects
+    """Register a sample as a case (what generated case files call); `known` names cortexm.cases.defects."""
+    from cortexm.cases import defects
 
     register(name, f"{op} {params}", known_failures=tuple(getattr(defects, k) for k in known))(
         lambda: build_sample(op, params))

@@ -26,12 +26,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cortexm import children, manifest, sources
-from cortexm.errors import CortexmError
-from cortexm.firmware import identity, paths, tools
+from cortexm import sources
+
+from cortexm.base import children, manifest
+from cortexm.base.errors import CortexmError
+from cortexm.firmware import paths, tools
+from cortexm.sources import identity
 from cortexm.firmware.ops import model_ops, suite_ops
-from cortexm.targets import CORES, Core
-from cortexm.targets import core as core_named
+from cortexm.base.targets import CORES, Core
+from cortexm.base.targets import core as core_named
 
 KEY_FORMAT = 1
 ELF_NAME = "executor_runner.elf"
@@ -47,7 +50,7 @@ class BuildOptions:
     # around one CMSIS-NN function (-Wl,--wrap=...). Their contents are part of the key.
     extra_sources: tuple[str, ...] = ()
     link_options: tuple[str, ...] = ()
-    coverage: bool = False  # gcov counters in the cortex_m kernels and CMSIS-NN (cortexm.coverage)
+    coverage: bool = False  # gcov counters in the cortex_m kernels and CMSIS-NN (cortexm.testing.coverage)
 
     def __post_init__(self) -> None:
         # build.json stores lists; keep options comparable whatever they were read from.
@@ -90,7 +93,7 @@ class Runner:
         return Path(work) if work else None
 
     def trees(self) -> dict[str, Path]:
-        """The source trees it was built from, as cortexm.defects names the components
+        """The source trees it was built from, as cortexm.cases.defects names the components
         (empty for a runner whose build.json does not record them)."""
         record = json.loads((self.build_dir / "build.json").read_text())
         et, nn = (record.get("trees") or [None, None])[:2]
@@ -188,7 +191,7 @@ def build_runner(
         say(f"building the {core.name} runner for {board} ({len(selected)} operators) in {work}")
         started = time.monotonic()
         _configure(work, core, board, selected, options, et, nn, found)
-        from cortexm import progress as progress_mod
+        from cortexm.base import progress as progress_mod
 
         task = progress_mod.task(progress, f"building the {core.name} runner")
         _run(work, [found.cmake, "--build", str(work), "--parallel", str(jobs or build_jobs())], "build.log",

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.firmware import paths, tools
 from cortexm.firmware.build import _run
 

@@ -20,15 +20,15 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from cortexm.errors import CortexmError
-from cortexm.firmware import identity
+from cortexm.base.errors import CortexmError
+from cortexm.sources import identity
 
 RECORD = "helper.json"
 
 
 def build_helper(tree: Path, progress=None) -> Path:
     """The module built from `tree` (built now if the cache has none)."""
-    from cortexm import progress as progress_mod
+    from cortexm.base import progress as progress_mod
     from cortexm.firmware.build import _locked, _run, builds_dir
 
     try:

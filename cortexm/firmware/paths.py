@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 FIRMWARE_SRC_ENV = "CORTEXM_FIRMWARE_SRC"
 

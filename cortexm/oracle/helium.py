@@ -10,7 +10,7 @@ rounds once, inside the fused multiply-add, where the scalar loop (every other c
 the M55's remainder) rounds it to float32 and then again in nearbyint. Values within one
 float32 step of a rounding tie quantize to neighbouring integers on the M55 and on the
 other cores: a difference of rounding, reproduced here
-(cortexm.defects.EXECUTORCH_QUANTIZE_MVE_ROUNDING). The loop also narrows to int16
+(cortexm.cases.defects.EXECUTORCH_QUANTIZE_MVE_ROUNDING). The loop also narrows to int16
 (truncating) before it clamps, so a value beyond 32767 steps wraps instead of saturating:
 a defect (EXECUTORCH_QUANTIZE_MVE_WRAP), not reproduced here; this saturates, as the
 kernel means to.

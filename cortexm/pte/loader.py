@@ -24,7 +24,7 @@ Where the host's 64-bit runtime and a Cortex-M's 32-bit one differ, the Cortex-M
 checked (a tensor of 4 GiB or more, an element count past 2^31-1, a planned offset past
 4 GiB, a planned buffer over 2 GiB). A few checks are stricter than the loader, each because the program would fail
 or misbehave when it runs (said at the check). Operator registration is
-`cortexm.verify.check_schema`'s (MISSING lines).
+`cortexm.checking.verify.check_schema`'s (MISSING lines).
 """
 
 from __future__ import annotations

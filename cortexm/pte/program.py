@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Union
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.pte.flatbuffer import FlatbufferError, Table, root
 
 FILE_IDENTIFIER = b"ET12"

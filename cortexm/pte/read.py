@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cortexm import files
+from cortexm.base import files
 from cortexm.pte import loader
 from cortexm.pte.program import HEAD_BYTES, MAX_FILE_SIZE, Program, PteError, head, read
 

@@ -5,6 +5,9 @@
     board = simulator.board(core)              # board support the ELF must be built for
     result = simulator.run(elf, core, workdir, argv, timeout)
     result.ok, result.failure_line, result.instructions, result.log
+
+run.py runs a .pte on a core (runner, inputs, simulator) and reads its outputs back;
+inputs.py reads what a user gives `cortexm run`.
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.sim.fvp import Fvp
 from cortexm.sim.host import Host
 from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, command_line, output_path  # noqa: F401
 from cortexm.sim.qemu import Qemu
-from cortexm.targets import Core
+from cortexm.base.targets import Core
 
 NAMES = ("qemu", "fvp", "host-asan")
 

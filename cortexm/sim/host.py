@@ -12,9 +12,9 @@ import os
 import re
 from pathlib import Path
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, run_process
-from cortexm.targets import Core
+from cortexm.base.targets import Core
 
 # Leaks are not what this looks for: the runner never frees what a run allocates.
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0",
@@ -62,7 +62,7 @@ _SIDE = {"right of": "past the end of", "after": "past the end of", "left of": "
 def sanitizer_failure(log: str, pte: Path) -> str | None:
     """One line for the first sanitizer report in `log`, naming the kernel call, the buffer
     and the code that made the access, or None."""
-    from cortexm.memory_plan import describe
+    from cortexm.checking.memory_plan import describe
 
     asan, ubsan = _ASAN.search(log), _UBSAN.search(log)
     if not asan and not ubsan:

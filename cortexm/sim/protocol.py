@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortexm import children
+from cortexm.base import children
 
 PROGRAM = "program.pte"
 OUTPUT_BASE = "out"

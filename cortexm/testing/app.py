@@ -17,15 +17,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from cortexm import backend_source
+from cortexm.lowering import backend_source
 from cortexm import cases as case_registry
-from cortexm import dialect
-from cortexm.library import Library
-from cortexm import defects
-from cortexm.errors import CortexmError
-from cortexm.backend_source import quiet_lowering_imports
-from cortexm.export import read_sidecar
-from cortexm.targets import Core
+from cortexm.lowering import dialect
+from cortexm.checking.library import Library
+from cortexm.cases import defects
+from cortexm.base.errors import CortexmError
+from cortexm.lowering.backend_source import quiet_lowering_imports
+from cortexm.pte.sidecar import read_sidecar
+from cortexm.base.targets import Core
 from cortexm.testing import cache, crosscore, shards
 from cortexm.testing.crosscore import CrossCore
 from cortexm.testing.compare import compare, reference_outputs
@@ -64,7 +64,7 @@ class CaseResult:
     details: str = ""  # what to look at: graph diff, worst elements, simulator log tail
     failures: list = field(default_factory=list)  # (stage, line) of every check that failed
     findings: list = field(default_factory=list)  # known findings about upstream's reference this case showed
-    stages: list = field(default_factory=list)  # the stages that ran (cortexm.defects.STAGES)
+    stages: list = field(default_factory=list)  # the stages that ran (cortexm.cases.defects.STAGES)
     seconds: dict[str, float] = field(default_factory=dict)
     outputs: list = field(default_factory=list, repr=False)  # the simulator's, for the cross-core check
 
@@ -149,7 +149,8 @@ def _case_file(case: str) -> Path | None:
 
 def _export_job(case: str, core_name: str, layout: str, case_file: str | None) -> str:
     """Runs in a worker process: export one case into the cache, return the .pte path."""
-    from cortexm import backend_source, export, modelsource, targets
+    from cortexm.base import targets
+    from cortexm.lowering import backend_source, export, modelsource
 
     backend_source.activate_from_environment()
     if case_file:
@@ -179,7 +180,7 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
             todo.append((case, core))
     if not todo:
         return results
-    from cortexm import progress as progress_mod
+    from cortexm.base import progress as progress_mod
 
     task = progress_mod.task(progress, f"exporting ({len(pairs) - len(todo)} of {len(pairs)} cached)", total=len(todo))
     jobs = max(1, min(options.jobs, len(todo)))
@@ -221,7 +222,7 @@ _POOLS: dict[tuple, ProcessPoolExecutor] = {}
 def _pool(jobs: int) -> ProcessPoolExecutor:
     """Export workers that live as long as this process: a sweep's shrinking or a long test
     session pays for importing torch and ExecuTorch once per worker, not once per batch.
-    A new choice of lowering source (cortexm.backend_source) gets new workers."""
+    A new choice of lowering source (cortexm.lowering.backend_source) gets new workers."""
     import atexit
     import multiprocessing
 
@@ -283,7 +284,7 @@ def expect(result: CaseResult, known: tuple) -> None:
     elif result.status in ("PASS", "NOT RUN") and any(d.observable(set(result.stages)) for d in known):
         result.status = "XPASS"
         result.reason = (f"expected to fail ({known[0].name}) but passed: the defect looks fixed "
-                         "here, update its record in cortexm/defects.py or the case")
+                         "here, update its record in cortexm/cases/defects.py or the case")
 
 
 def _check(case, core: Core, exported: Path | str, options: Options, result: CaseResult) -> None:
@@ -294,7 +295,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
 
     result.stages.append("verify")
     t = time.perf_counter()
-    from cortexm.verify import verify_file
+    from cortexm.checking.verify import verify_file
 
     findings = verify_file(pte, options.library, core)
     problems = [f for f in findings if f.is_problem]
@@ -355,14 +356,14 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
 
 
 def _check_memory(pte: Path, sidecar: dict, simulator, core: Core, options: Options, result: CaseResult) -> None:
-    """The memory oracle: the program planned one tensor per buffer (cortexm.memory_plan),
+    """The memory oracle: the program planned one tensor per buffer (cortexm.checking.memory_plan),
     run with a guard around every buffer checked after each kernel call, twice, with the
     buffers filled differently. A write outside a buffer names the call and the argument;
     outputs that change with the fill read memory nothing wrote; outputs that differ from
     the normal plan's depend on where the plan puts things."""
     import numpy as np
 
-    from cortexm.memory_plan import guard_failures
+    from cortexm.checking.memory_plan import guard_failures
 
     t = time.perf_counter()
     result.stages.append("memory")
@@ -441,7 +442,7 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     # Simulator runs are subprocesses: threads run them in parallel.
     from concurrent.futures import ThreadPoolExecutor
 
-    from cortexm import progress as progress_mod
+    from cortexm.base import progress as progress_mod
 
     task = progress_mod.task(progress, "verifying, running, comparing", total=len(pairs))
     with ThreadPoolExecutor(max_workers=max(1, options.sim_jobs or options.jobs)) as pool:

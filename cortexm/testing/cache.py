@@ -1,10 +1,11 @@
 """Exports cached by content: what went into them decides whether they are reused.
 
 The key covers the case (its name, and for a user file its text), the core and
-layout, the cortexm code that lowers (export, modelsource, dialect, cases), the
+layout, the cortexm code that shapes an export (cortexm.lowering, the cases, and the integer
+reference cortexm.oracle, whose outputs are stored with the program), the
 installed torch and ExecuTorch, and the content of every file of the cortex_m
 backend the lowering reads (an ExecuTorch tree's, or the wheel's: see
-cortexm.backend_source), so a change in a contributor's tree re-exports. A second
+cortexm.lowering.backend_source), so a change in a contributor's tree re-exports. A second
 `cortexm test` with nothing changed reads every .pte from here without importing torch.
 """
 
@@ -20,25 +21,33 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm import backend_source, manifest
+from cortexm.base import manifest
+
+from cortexm.base import imports
+from cortexm.lowering import backend_source
 from cortexm.sources import cache_dir
 
-# This package's code that shapes a cached export: the lowering, the cases, and the integer
-# reference whose outputs the export stores beside the program.
-_LOWERING_CODE = ("export.py", "modelsource.py", "dialect.py", "cases", "backend_source.py", "testing/app.py",
-                  "reference.py", "oracle")
+# The export job and what it imports: the lowering, the cases, the integer reference whose
+# outputs an export stores, the memory plan of its isolated program (cortexm.base.imports).
+_EXPORT_ROOTS = ("cortexm.lowering.export", "cortexm.lowering.modelsource", "cortexm.cases")
+_EXPORT_JOB = "testing/app.py"
+
+
+def code_files() -> list[Path]:
+    """This package's source files that shape a cached export."""
+    package = Path(__file__).resolve().parent.parent
+    modules = imports.modules(package)
+    shaping = imports.closure(imports.graph(package), list(_EXPORT_ROOTS))
+    return sorted({modules[m] for m in shaping} | {package / _EXPORT_JOB})
 
 
 @lru_cache(maxsize=None)
 def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for name in _LOWERING_CODE:
-        path = root / name
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for f in files:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
+    for f in code_files():
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
     for dist in ("torch", "executorch"):
         try:
             h.update(f"{dist}=={metadata.version(dist)}".encode())
@@ -96,7 +105,7 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write) -> P
     An export that fails with a CortexmError is cached as its message: the same
     inputs fail the same way, and a warm run should not pay for finding out again.
     """
-    from cortexm.errors import CortexmError
+    from cortexm.base.errors import CortexmError
 
     final = root() / key(case, core, layout, case_file)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ reports do not belong together.
 
 from __future__ import annotations
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 from cortexm.testing.app import CaseResult
 from cortexm.testing.crosscore import CrossCore
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import backend_source
+from cortexm.lowering import backend_source
 
 # A session started by `cortexm upstream-tests` lowers with the Python the command chose: in
 # place before anything (upstream's conftest included) imports the cortex_m backend.
@@ -32,9 +32,9 @@ if os.environ.get(backend_source.ENV) is not None:
 
 @pytest.fixture
 def cortexm_check(tmp_path: Path):
-    from cortexm import export, modelsource
+    from cortexm.lowering import export, modelsource
     from cortexm.cases import Case
-    from cortexm.targets import core as core_named
+    from cortexm.base.targets import core as core_named
     from cortexm.testing import app, simulate
 
     def check(factory, target: str = "cortex-m7", qtol: int = 0, sim: str = "qemu", name: str | None = None):

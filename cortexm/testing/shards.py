@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import zlib
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 Shard = tuple[int, int]  # (K, N), 1 <= K <= N
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from cortexm.errors import CortexmError
-from cortexm.targets import Core
+from cortexm.base.errors import CortexmError
+from cortexm.base.targets import Core
 from cortexm.testing.app import SimOutcome
 
 
@@ -27,7 +27,7 @@ class RunnerSimulator:
 
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome:
         from cortexm.firmware import model_ops
-        from cortexm.run import RunError, run_pte
+        from cortexm.sim.run import RunError, run_pte
 
         # A program calling an operator the suite's runner lacks gets a runner of its own.
         runner = self.runner if set(model_ops(pte)) <= set(self.runner.ops) else None

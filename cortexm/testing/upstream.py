@@ -23,7 +23,7 @@ import re
 import time
 from pathlib import Path
 
-from cortexm.errors import CortexmError
+from cortexm.base.errors import CortexmError
 
 # Where the session reports (one JSON per core: timing, runners, xfail outcomes).
 STATS_ENV = "CORTEXM_UPSTREAM_STATS"
@@ -50,7 +50,7 @@ class Routing:
 
     def __init__(self, core_name: str, sim_name: str) -> None:
         from cortexm import sources
-        from cortexm.targets import core
+        from cortexm.base.targets import core
 
         self.core = core(core_name)
         self.sim_name = sim_name
@@ -120,7 +120,7 @@ def _run(routing: Routing, manager, inputs, folder: Path, timeout: float, runner
         names.append(short.name)
     # A program lowered for another CMSIS-NN variant runs wrong, or stops on a scratch check:
     # say what it is before running it (cortexm verify's audit for this core).
-    from cortexm.verify import verify_file
+    from cortexm.checking.verify import verify_file
 
     audit = [f for f in verify_file(pte, None, routing.core, name="program") if f.is_problem]
     if audit:
@@ -147,7 +147,7 @@ def write_stats(routing: Routing, xfails: list[dict]) -> None:
 
 def test_folder(executorch_src: Path | None) -> Path:
     """backends/cortex_m/test of the tree whose Python lowers, else of the installed wheel."""
-    from cortexm import backend_source
+    from cortexm.lowering import backend_source
 
     if executorch_src is not None:
         folder = Path(executorch_src) / "backends" / "cortex_m" / "test"
@@ -169,8 +169,8 @@ def run_suite(folder: Path, cores: list[str], sim_name: str, pattern: str | None
     import subprocess
     import sys
 
-    from cortexm import children
-    from cortexm import progress as progress_mod
+    from cortexm.base import children
+    from cortexm.base import progress as progress_mod
 
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}

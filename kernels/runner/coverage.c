@@ -4,7 +4,7 @@
  * .gcov_info section (-fprofile-info-section; sections.ld keeps it) and serialised with
  * __gcov_info_to_gcda into one file in the run's folder, coverage.bin, through semihosting:
  * records of a tag byte ('F' a .gcda file name, 'D' data of that file), a 32-bit little-
- * endian length and the bytes. cortexm.coverage turns them back into .gcda files (a
+ * endian length and the bytes. cortexm.testing.coverage turns them back into .gcda files (a
  * semihosting host cannot make the folders they belong in) and merges runs. */
 #include <gcov.h>
 #include <stdint.h>

@@ -16,7 +16,7 @@
 // buffer, filled with a pattern, runs the method one instruction at a time and
 // checks every guard after each: a kernel writing outside its buffers is named by
 // instruction, buffer and bytes (`E guard: ...`, exit 7). With a program planned one
-// tensor per buffer (cortexm.memory_plan) that names the tensor. --fill BYTE fills
+// tensor per buffer (cortexm.checking.memory_plan) that names the tensor. --fill BYTE fills
 // the planned buffers before the run: two runs with different fills that give
 // different outputs read memory nothing wrote. --trace 1 runs one instruction at a
 // time too and prints `I instruction K` before each, so a sanitizer's report (the host

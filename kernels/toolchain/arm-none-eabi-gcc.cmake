@@ -1,7 +1,7 @@
 # Toolchain file for the GNU Arm Embedded family (arm-none-eabi-gcc), any Cortex-M core.
 #
 # The core's own flags (-mcpu, -mfloat-abi, -mfpu) are not repeated here: they live in
-# one place, cortexm/targets.py, and reach CMake as CORTEXM_CPU_FLAGS, e.g.
+# one place, cortexm/base/targets.py, and reach CMake as CORTEXM_CPU_FLAGS, e.g.
 #   -DCORTEXM_CPU_FLAGS="-mcpu=cortex-m55;-mthumb;-mfloat-abi=hard"
 # ARM_TOOLCHAIN_PREFIX selects another installation (e.g. the Arm GNU Toolchain from Nix).
 

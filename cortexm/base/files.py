@@ -1,0 +1,37 @@
+"""Checking a path a user names before it is opened.
+
+    files.regular(path, "program", limit=2 << 30)
+
+A FIFO would block a read forever, /dev/zero would never end, a directory gives an OSError
+that names nothing: each gets one line instead, and a file larger than `limit` is refused
+before a byte of it is read.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from cortexm.base.errors import CortexmError
+
+# A .pte a Cortex-M can hold is a few MiB; past 2 GiB its 32-bit offsets cannot address it.
+MAX_PROGRAM = 2 << 30
+
+
+def regular(path: str | Path, what: str = "file", limit: int | None = None) -> Path:
+    """`path`, when it is a regular file (or a link to one) of at most `limit` bytes."""
+    path = Path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise CortexmError(f"{path}: no such file") from None
+    except OSError as e:
+        raise CortexmError(f"{path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise CortexmError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file"
+        raise CortexmError(f"{path}: is {kind}, not a {what}")
+    if limit is not None and info.st_size > limit:
+        raise CortexmError(f"{path}: {info.st_size} B, larger than any {what} cortexm reads ({limit} B)")
+    return path

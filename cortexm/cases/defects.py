@@ -1,0 +1,251 @@
+"""Known upstream defects: where each lives, how to recognise the code that has it, and
+how its failure looks.
+
+A case that hits one is an expected failure (XFAIL) only while two things hold:
+the code that has the defect is what runs (the files it lives in still have a
+content hash known to carry it, whatever tree, archive or commit they come
+from), and the case fails the way the defect fails (the stage and a pattern of
+the failure line: its signature). A case that fails any other way is a plain
+FAIL, "fails differently from <defect>"; a case that passes while the defect
+applies is XPASS and fails the run, so a fix, upstream or local, turns the
+suite green exactly when it lands and a record never outlives its defect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+# Stages a failure is reported at (cortexm.testing.app.CaseResult.failures).
+STAGES = ("export", "verify", "dialect", "run", "memory", "compare", "upstream-reference", "cross-core", "upstream-test")
+# Where a component's files are found: component -> (path relative to its tree -> file, or None if unknown).
+Locator = Callable[[str], "Path | None"]
+
+
+@dataclass(frozen=True)
+class KnownDefect:
+    name: str  # short, for one-line messages: "CMSIS-NN #230"
+    reason: str  # what fails, the evidence, the upstream reference and fix
+    # "cmsis-nn" (the runner's CMSIS-NN tree), "executorch-runtime" (the runner's ExecuTorch
+    # tree) or "lowering" (the Python that lowers); None: a user's note, always applies.
+    component: str | None = None
+    # (path in the component's tree, sha256 of versions of that file known to have the defect).
+    files: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    stage: str | tuple[str, ...] = "any"  # the stage(s) the failure shows at; "any" for a user's note
+    signature: str = ""  # regex the failure line at that stage matches ("": any line)
+    cores: tuple[str, ...] = ()  # empty: every core
+
+    def applies(self, core: str, locate: dict[str, Locator]) -> bool:
+        """The defect is in the code under test: its files still carry a known-broken hash.
+        A file that cannot be found counts as broken: expect the failure rather than call
+        a pass a surprise."""
+        if self.cores and core not in self.cores:
+            return False
+        if self.component is None:
+            return True
+        find = locate.get(self.component)
+        for path, broken in self.files:
+            file = find(path) if find else None
+            if file is None or file_sha256(file) in broken:
+                return True
+        return not self.files
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return (self.stage,) if isinstance(self.stage, str) else self.stage
+
+    def explains(self, stage: str, line: str) -> bool:
+        """A failure at `stage` saying `line` is this defect's."""
+        if "any" not in self.stages and stage not in self.stages:
+            return False
+        return not self.signature or re.search(self.signature, line) is not None
+
+    def observable(self, stages_reached: set[str]) -> bool:
+        """Whether a run that reached these stages could have shown the defect."""
+        return "any" in self.stages or bool(set(self.stages) & stages_reached)
+
+
+@lru_cache(maxsize=None)
+def file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+_TRANSPOSE_CONV_S8 = "Source/ConvolutionFunctions/arm_transpose_conv_s8.c"
+_TRANSPOSE_CONV_BUFFER = "Source/ConvolutionFunctions/arm_transpose_conv_get_buffer_sizes_s8.c"
+
+CMSIS_NN_TRANSPOSE_CONV_ROWS = KnownDefect(
+    "CMSIS-NN #230",
+    "CMSIS-NN arm_transpose_conv_s8 misaligns output rows when pad_h % stride_h != 0 "
+    "(ARM-software/CMSIS-NN issue #230, fixed by PR #233, commit 4a8f5b5d, after the pinned dbf45dbf)",
+    component="cmsis-nn",
+    files=((_TRANSPOSE_CONV_S8, ("9301deed2141f2903c498cd7f8b4a5d62b06af0996d4c27346eb01304cc2ce52",)),),  # dbf45dbf
+    # Misaligned rows leave others unwritten: they hold whatever the buffer held before.
+    stage=("compare", "memory"),
+    signature=r"LSB|outputs change with what fills the planned buffers",
+)
+
+CMSIS_NN_TRANSPOSE_CONV_SCRATCH = KnownDefect(
+    "CMSIS-NN PR #243",
+    "CMSIS-NN arm_transpose_conv_s8_get_buffer_size (and its MVE twin) sizes the scratch with stride.h where "
+    "arm_transpose_conv_s8 uses stride.w: when stride_w > max(kernel_w, stride_h) the buffer is too small "
+    "(input [1,4,5,4], filter 4x1, stride (1,2): 576 B sized, 640 B written) and the kernel writes into what "
+    "the memory plan put next (fixed upstream by ARM-software/CMSIS-NN PR #243, merged 2026-09-10, after "
+    "dbf45dbf and 4a8f5b5d; ExecuTorch PR #22720 follows it)",
+    component="cmsis-nn",
+    files=((_TRANSPOSE_CONV_BUFFER, ("4e16d2e9e448adfb839c5aaff67463de8309629629d61603484fad638628458d",)),),  # dbf45dbf, 4a8f5b5d
+    stage=("memory", "compare"),
+    # The guard on a core, AddressSanitizer on the host, or (without either) the damage.
+    signature=r"quantized_transpose_conv2d\S* \(instruction \d+\):? (wrote \d+ bytes|write of \d+ B \d+ B) past the end "
+              r"of its (\w+ / )*scratch|LSB",
+)
+
+EXECUTORCH_MATMUL_CONSTANT = KnownDefect(
+    "ExecuTorch MatmulToBmmPass",
+    "ExecuTorch MatmulToBmmPass calls .to_tensor() on a constant matmul operand during CortexMQuantizer "
+    "annotation (AttributeError); in executorch 1.5.1 and main cff6f4dd, no upstream fix yet",
+    component="lowering",
+    files=(("backends/cortex_m/passes/matmul_to_bmm_pass.py",
+            ("4a67573bc2a75f768924a0c17d087a4e6da5d0de1cfd8b594e33f8b8287cb4f9",)),),  # 1.5.1, cff6f4dd
+    stage="export",
+    signature=r"AttributeError: .*to_tensor",
+)
+
+EXECUTORCH_DIM_ORDER_SIZE_ONE = KnownDefect(
+    "ExecuTorch #22520",
+    "ExecuTorch exir/tensor.py dim_order_from_stride gives channels_last tensors with size-1 dims the "
+    "non-standard dim order (0,2,1,3); the portable clamp after a quantized_mul on [1,1,1,2] then rejects the "
+    "program at execute (pytorch/executorch issue #22520, fix PR #22745 open; reproducible without cortex_m)",
+    component="lowering",
+    files=(("exir/tensor.py", ("e75b37d4ffd8adfb55e720808be41f1611bd2fa63a9c8d88fafe87b7eef44b8b",  # 1.5.1
+                               "a9ceeb2c164bb614924d8925a721297f97b997e5b3957c6d7d926cfe65d795df")),),  # cff6f4dd
+    stage="run",
+    signature=r"dim.order",
+)
+
+
+EXECUTORCH_MINMAX_OUTPUT_LAYOUT = KnownDefect(
+    "cortex_m minimum/maximum output layout",
+    "ExecuTorch's cortex_m minimum and maximum scramble channels_last activations: their fake kernels "
+    "(ops/operators.py minimum_meta, maximum_meta) plan the output contiguous (torch.empty of the broadcast "
+    "shape) whatever the inputs' layout, and op_minimum.cpp / op_maximum.cpp call arm_minimum_s8 / "
+    "arm_maximum_s8 on the raw memory without checking that the output's dim order is the inputs', so the "
+    "NHWC result is read back as NCHW: torch.minimum of two [1,4,5,5] channels_last activations comes out "
+    "with 96 of 100 elements wrong, by up to 199 LSB, on every core (the C code as cortexm's integer "
+    "reference models it agrees with the device; ExecuTorch's Python reference, torch.minimum, is right). "
+    "In 1.5.1 and main cff6f4dd; not reported upstream as far as its issue tracker shows (PR #21752 fixed "
+    "the same class of bug in quantized_conv2d)",
+    component="lowering",
+    files=(("backends/cortex_m/ops/operators.py",
+            ("7e4835819b317c66307bbed76188ab7339319f60a94510aae883c58ec27c14a5",  # 1.5.1
+             "ddf8384df5a8b2ca3fc38694327ec9cc7a29e110d98c3d7ed1b0771d05aee504")),),  # cff6f4dd
+    stage="upstream-reference",
+    signature=r"cortex_m::(minimum|maximum) \(call \d+\) departs from the integer reference",
+)
+
+
+def user_note(reason: str, cores: tuple[str, ...] = ()) -> KnownDefect:
+    """A user's own expected failure (`register(known_failures={core: reason})`)."""
+    return KnownDefect(reason, reason, cores=cores)
+
+
+def default_locators() -> dict[str, Locator]:
+    """Where each component's files are when no runner says otherwise: the Python that
+    lowers, and the trees a runner would be built from (cortexm.sources)."""
+    from cortexm import sources
+    from cortexm.lowering import backend_source
+
+    def in_tree(kind: sources.SourceKind) -> Locator:
+        root = sources.locate(kind).path
+        return lambda rel: (root / rel) if root is not None else None
+
+    return {"lowering": backend_source.lowering_file, "cmsis-nn": in_tree(sources.CMSIS_NN),
+            "executorch-runtime": in_tree(sources.EXECUTORCH)}
+
+
+CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN = KnownDefect(
+    "CMSIS-NN transposed-conv row overrun",
+    "CMSIS-NN arm_transpose_conv_s8 flushes stride_h rows per input row whatever the output height, so when "
+    "pad_h > kernel_h - stride_h (with pad_h % stride_h == 0, apart from #230) it writes rows past the end of "
+    "the output: into whatever follows it, and with a batch of 2 into the second image (bench/repro/"
+    "transpose_conv_row_overrun.c: 35 bytes past a 5x9x4 output; 167 of 180 elements of the second image "
+    "changed); present in dbf45dbf and in 4a8f5b5d, after #233; not reported upstream as far as its issue "
+    "tracker shows",
+    component="cmsis-nn",
+    files=((_TRANSPOSE_CONV_S8, ("9301deed2141f2903c498cd7f8b4a5d62b06af0996d4c27346eb01304cc2ce52",  # dbf45dbf
+                                 "5d88b65735252c1a53c6d8b2eb1d66eda878ce5de5e4b722e5cbd6d43638d683")),),  # 4a8f5b5d
+    # The guard on a core; on the host AddressSanitizer, also in the normal plan's run (its
+    # arena is one allocation, so the call's arguments share a buffer).
+    stage=("memory", "compare", "run"),
+    signature=r"quantized_transpose_conv2d\S* \(instruction \d+\):? (wrote \d+ bytes|write of \d+ B \d+ B) past the end "
+              r"of its (\w+ / )*out\b|LSB",
+)
+
+_QUANTIZE_CPP = "backends/cortex_m/ops/op_quantize_per_tensor.cpp"
+_QUANTIZE_CPP_HASHES = ("b183eca344f814e12023d39d7faf381eaae8dbb10d8860020aeea0a648b176cf",)  # cff6f4dd
+
+EXECUTORCH_QUANTIZE_MVE_ROUNDING = KnownDefect(
+    "quantize_per_tensor rounds differently on MVE",
+    "ExecuTorch's cortex_m quantize_per_tensor is not bit-exact across cores: its Helium loop (M55) rounds "
+    "x * inv_scale once, inside a fused multiply-add with a magic number, where the scalar loop (every other "
+    "core, and the M55's remainder) rounds the product to float32 and then again in nearbyint; inputs within "
+    "one float32 step of a rounding tie quantize to neighbouring integers (op_quantize_per_tensor.cpp; not "
+    "reported upstream as far as its issue tracker shows)",
+    component="executorch-runtime",
+    files=((_QUANTIZE_CPP, _QUANTIZE_CPP_HASHES),),
+    stage="cross-core",
+    signature=r"each core as its own integer reference predicts",
+    cores=("cortex-m55",),
+)
+
+EXECUTORCH_QUANTIZE_MVE_WRAP = KnownDefect(
+    "quantize_per_tensor wraps on MVE",
+    "ExecuTorch's cortex_m quantize_per_tensor Helium loop (M55) narrows the int32 result to int16 by "
+    "truncation (vmovnbq_s32) before it clamps to [quant_min, quant_max], so an input more than 32767 "
+    "quantization steps from the zero point wraps instead of saturating (e.g. -400.0 at a step of 0.0078 "
+    "becomes 127 instead of -128); the scalar loop of the other cores saturates (op_quantize_per_tensor.cpp; "
+    "not reported upstream as far as its issue tracker shows)",
+    component="executorch-runtime",
+    files=((_QUANTIZE_CPP, _QUANTIZE_CPP_HASHES),),
+    stage=("compare", "cross-core"),
+    signature=r"LSB|each core",
+    cores=("cortex-m55",),
+)
+
+# Differences between cores that each core's own integer reference predicts.
+CROSS_CORE_FINDINGS = (EXECUTORCH_QUANTIZE_MVE_ROUNDING,)
+
+
+# --- defects of ExecuTorch's own test suite, as `cortexm upstream-tests` runs it --------------
+
+EXECUTORCH_MODEL_TESTS_LOWER_FOR_M55 = KnownDefect(
+    "upstream's model tests lower for the M55",
+    "backends/cortex_m/test/models/test_*.py build CortexMTester without the cortex_m_target fixture, so they "
+    "lower for the M55 (MVE) whatever --cortex-m-target says; on another core the programs carry MVE scratch "
+    "sizes and MVE linear layouts: the runtime's scratch check stops them, or a linear gives wrong outputs "
+    "with no error at all (deep_autoencoder); upstream's FVP is an M55, so this never shows there",
+    component="lowering",
+    files=(("backends/cortex_m/test/models/test_deep_autoencoder.py",
+            ("a094981dfbbfcb8570d5486f3d01a136ac53a62b32ba5f12a32a1f916b40c6fc",)),),  # 1.5.1, cff6f4dd
+    stage="upstream-test",
+    signature=r"^models/test_\w+::test_implementation_\w+.*(lowered for another CMSIS-NN variant|scratch|"
+              r"does not match reference output)",
+    cores=("cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "host"),
+)
+
+# The same CMSIS-NN defect, as upstream's transposed-conv tests meet it: kernel 3, stride 2,
+# padding 1 (pad_h % stride_h != 0), on every core; they pass with CMSIS-NN 4a8f5b5d.
+CMSIS_NN_TRANSPOSE_CONV_ROWS_UPSTREAM_TESTS = replace(
+    CMSIS_NN_TRANSPOSE_CONV_ROWS,
+    stage="upstream-test",
+    signature=r"^ops/test_conv_transpose::test_implementation_conv_transpose2d\[[\w-]+-conv_transpose2d_(relu|hardtanh)\]"
+              r".*does not match reference output",
+)
+
+UPSTREAM_TEST_DEFECTS = (EXECUTORCH_MODEL_TESTS_LOWER_FOR_M55, CMSIS_NN_TRANSPOSE_CONV_ROWS_UPSTREAM_TESTS)

@@ -1,0 +1,73 @@
+"""What a .pte contains, as plain data: header, calls, scratch, planned memory, I/O."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cortexm.checking import library, scratch
+from cortexm.pte.sidecar import read_sidecar
+from cortexm.pte import load
+from cortexm.pte.program import DelegateCall, KernelCall, TensorValue
+
+
+def inspect(path: Path) -> dict[str, Any]:
+    program = load(path)
+    sidecar = read_sidecar(path)
+    report: dict[str, Any] = {
+        "file": str(path),
+        "file_size": program.file_size,
+        "program_size": program.program_size,
+        "schema_version": program.version,
+        "segment_data_size": program.file_size - program.segment_base_offset if program.segment_base_offset else 0,
+        "exported": None,
+        "methods": [],
+    }
+    if sidecar:
+        report["exported"] = {
+            "name": sidecar.get("name"),
+            "target": sidecar.get("target"),
+            "backend": sidecar.get("backend"),
+            "executorch": sidecar.get("executorch", {}),
+        }
+    for plan in program.plans:
+        calls = []
+        for index, ins in enumerate(plan.instructions):
+            if isinstance(ins, KernelCall):
+                op = plan.operators[ins.op_index]
+                scratch_bytes = _scratch_bytes(plan, op.qualified_name, ins)
+                calls.append({"index": index, "operator": op.qualified_name, "values": len(ins.args),
+                              "scratch_bytes": scratch_bytes})
+            elif isinstance(ins, DelegateCall):
+                calls.append({"index": index, "delegate": plan.delegates[ins.delegate_index], "values": len(ins.args)})
+            else:
+                calls.append({"index": index, "instruction": ins.kind})
+        report["methods"].append({
+            "name": plan.name,
+            "inputs": [_io(plan.values[i]) for i in plan.inputs],
+            "outputs": [_io(plan.values[i]) for i in plan.outputs],
+            "operators": sorted({op.qualified_name for op in plan.operators}),
+            "calls": calls,
+            # Buffer 0 is reserved by ExecuTorch; planned memory is buffers 1..n.
+            "planned_buffers": list(plan.non_const_buffer_sizes[1:]),
+            "constant_bytes": sum(v.nbytes for v in plan.values if isinstance(v, TensorValue) and v.is_constant),
+        })
+    return report
+
+
+def _scratch_bytes(plan, op_name: str, call: KernelCall) -> list[int] | None:
+    """Bytes of each scratch argument of a cortex_m call ([] if it has none, None if unknown)."""
+    if not scratch.has_scratch(op_name):
+        return []
+    names = library.arguments_for(op_name, len(call.args), library.installed())
+    if names is None:
+        return None
+    args = scratch.named_args(plan, call, list(names))
+    return [args[n].nbytes for n in ("scratch", "output_scratch") if isinstance(args.get(n), TensorValue)]
+
+
+def _io(value) -> dict[str, Any]:
+    if isinstance(value, TensorValue):
+        return {"kind": "tensor", "dtype": value.dtype, "shape": list(value.sizes), "dim_order": list(value.dim_order),
+                "text": value.describe()}
+    return {"kind": type(value).__name__, "value": value, "text": repr(value)}

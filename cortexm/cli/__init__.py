@@ -1,0 +1,69 @@
+"""The `cortexm` command line: one subcommand per stage, each usable alone.
+
+Every subcommand turns bad input into a one-line `error: ...` and exit status 2;
+checks that find problems exit 1; success is 0.
+
+One module per command group (sources, lowering, checking, firmware, testing, arduino),
+each depending on the stages; `options` holds what they share. This module puts the
+groups on the root command and turns every error into one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from cortexm import __version__
+from cortexm.base.errors import CortexmError
+from cortexm.cli import arduino, checking, firmware, lowering, sources, testing
+from cortexm.cli.options import EXIT_BAD_INPUT
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cortexm")
+def cli() -> None:
+    """Export, check, build and run ExecuTorch Cortex-M (CMSIS-NN) models."""
+
+
+cli.add_command(sources.pins)
+cli.add_command(sources.targets)
+cli.add_command(sources.sources)
+cli.add_command(lowering.export)
+cli.add_command(lowering.dialect)
+cli.add_command(checking.inspect_cmd)
+cli.add_command(checking.verify)
+cli.add_command(firmware.build)
+cli.add_command(firmware.run)
+cli.add_command(firmware.size)
+cli.add_command(testing.test_cmd)
+cli.add_command(testing.upstream_tests)
+cli.add_command(testing.sweep)
+cli.add_command(testing.report)
+cli.add_command(arduino.arduino_lib)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="cortexm", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        code = 130
+    except click.ClickException as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        code = EXIT_BAD_INPUT
+    except CortexmError as e:
+        click.echo(f"error: {e}", err=True)
+        code = EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        code = 130
+    except Exception as e:  # a bug: still one line, with a way to get details
+        if os.environ.get("CORTEXM_DEBUG"):
+            raise
+        click.echo(f"error: internal error {type(e).__name__}: {e} (set CORTEXM_DEBUG=1 for the traceback)", err=True)
+        code = 3
+    sys.exit(code or 0)

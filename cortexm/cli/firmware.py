@@ -1,0 +1,223 @@
+"""`cortexm build`, `run`, `size`: the runner firmware, a program on a simulated core, flash and RAM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from cortexm.base.errors import CortexmError
+from cortexm.cli.options import (
+    EXIT_PROBLEMS,
+    program_path,
+    say,
+    source_options,
+    target_option,
+    timeout_option,
+)
+
+
+def _ops_list(ops: str | None) -> list[str]:
+    """--ops: a comma-separated list, or a file of one operator per line."""
+    if not ops:
+        return []
+    if Path(ops).is_file():
+        lines = (line.split("#", 1)[0].strip() for line in Path(ops).read_text().splitlines())
+        return [line for line in lines if line]
+    if "::" not in ops:
+        raise CortexmError(f"--ops {ops}: neither a file nor a list of operators like aten::add.out")
+    return [op.strip() for op in ops.split(",") if op.strip()]
+
+
+@click.command()
+@target_option
+@source_options
+@click.option("--model", "models", multiple=True, type=click.Path(),
+              help="Register the operators this .pte calls (repeatable: the union of the programs').")
+@click.option("--ops", help="Register these operators: a comma-separated list (aten::add.out,cortex_m::softmax.out) "
+                            "or a file with one per line ('#' comments).")
+@click.option("--board", help="Board support folder under fvp/boards (default: the core's QEMU board).")
+@click.option("--fresh", is_flag=True, help="Rebuild from scratch, ignoring the cache.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, models: tuple[str, ...], ops: str | None,
+          board: str | None, fresh: bool, as_json: bool) -> None:
+    """Build (or take from the cache) the runner firmware for one core.
+
+    It registers the suite's operators, or exactly those of --model programs and --ops."""
+    from cortexm.firmware import build_runner, model_ops
+    from cortexm.base.targets import core
+
+    selected = None
+    if models or ops:
+        selected = {op for model in models for op in model_ops(program_path(model))} | set(_ops_list(ops))
+    runner = build_runner(core(target), executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
+                          ops=sorted(selected) if selected is not None else None, board=board, fresh=fresh,
+                          progress=say)
+    if as_json:
+        click.echo(json.dumps({"core": runner.core.name, "board": runner.board, "elf": str(runner.elf),
+                               "key": runner.key, "cached": runner.cached, "seconds": runner.seconds,
+                               "ops": list(runner.ops)}, indent=2))
+        return
+    how = f"cached (built in {runner.seconds:.0f} s)" if runner.cached else f"built in {runner.seconds:.0f} s"
+    click.echo(f"{runner.elf}")
+    click.echo(f"  {runner.core.name} on {runner.board}, {len(runner.ops)} operators, {how}, key {runner.key}")
+
+
+@click.command()
+@click.argument("pte", type=click.Path())
+@click.argument("more_inputs", nargs=-1, type=click.Path(), metavar="[INPUT]...")
+@target_option
+@click.option("--sim", "sim_name", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
+@click.option("--inputs", "-i", multiple=True, type=click.Path(),
+              help="Input file (repeat, or list after it): raw .bin in the program's dim order, .npy, or a C "
+                   "header with the array (FILE.h:NAME to pick one); default: the sidecar's.")
+@click.option("--fvp", type=click.Path(), help="The Corstone FVP executable (else $CORTEXM_FVP, else PATH).")
+@source_options
+@click.option("--keep", type=click.Path(file_okay=False), help="Run in this folder and keep it (program, inputs, out-K.bin).")
+@click.option("--save", "save", multiple=True, type=click.Path(dir_okay=False),
+              help="Write output K (in order, repeatable) as a .npy file in its logical shape.")
+@click.option("--labels", type=click.Path(dir_okay=False),
+              help="Class names for a classifier's output: a C string array (e.g. kLabels in an .ino) or one per line.")
+@click.option("--top", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Classes shown for a classifier-shaped output (one dimension of 2 or more); 0: none.")
+@click.option("--force", is_flag=True, help="Write over files at --keep and --save that cortexm did not write.")
+@click.option("--no-audit", is_flag=True, help="Run even when `cortexm verify` finds the program cannot run on this core.")
+@timeout_option
+@click.option("--log", "show_log", is_flag=True, help="Print the simulator's output.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inputs: tuple[str, ...], fvp: str | None,
+        executorch_src: str | None, cmsis_nn_src: str | None, keep: str | None, save: tuple[str, ...],
+        labels: str | None, top: int, force: bool, no_audit: bool, timeout: float, show_log: bool,
+        as_json: bool) -> int:
+    """Run PTE on a simulated core; compare with the sidecar's reference when there is one."""
+    from cortexm.base import manifest
+    from cortexm.sim.inputs import read_labels
+    from cortexm.pte import load
+    from cortexm.sim.run import RunError, core_mismatch, prepare_keep, run_pte, seal_keep
+    from cortexm.base.targets import core
+
+    program = program_path(pte)
+    target_core = core(target)
+    if more_inputs and not inputs:
+        raise click.UsageError("input files follow --inputs, e.g. --inputs a.bin b.bin")
+    given = [*inputs, *more_inputs] or None
+    names = read_labels(labels) if labels else None
+    # Every refusal comes before the runner is built: each costs nothing.
+    outputs = len(load(program).plan().outputs)
+    if len(save) > outputs:
+        raise CortexmError(f"{len(save)} --save files for {outputs} outputs")
+    for path in save:
+        manifest.check_writable(Path(path), "--save")
+        if Path(path).exists() and not force:
+            raise CortexmError(f"{path} exists; choose another --save file, or pass --force to replace it")
+    if keep:
+        prepare_keep(Path(keep), force)
+    if not no_audit:
+        _audit(program, target_core)
+    warning = core_mismatch(program, target_core)
+    if warning:
+        say(f"warning: {warning}")
+    try:
+        result = run_pte(program, target_core, sim_name, given, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
+                         fvp=fvp, workdir=keep, timeout=timeout, progress=say)
+    except RunError as e:
+        if show_log:
+            click.echo(e.result.log, nl=False)
+        click.echo(f"error: {e}", err=True)
+        return EXIT_PROBLEMS
+    finally:
+        if keep and Path(keep).is_dir():
+            seal_keep(Path(keep))
+    for path, out in zip(save, result.outputs):
+        _save_npy(Path(path), out)
+    if show_log:
+        click.echo(result.log, nl=False)
+    rows = [_describe_output(k, out, result.diffs[k] if k < len(result.diffs) else None, top, names)
+            for k, out in enumerate(result.outputs)]
+    if as_json:
+        click.echo(json.dumps({"pte": str(program), "target": target_core.name, "sim": sim_name,
+                               "elf": str(result.runner.elf), "instructions": result.instructions,
+                               "ticks": result.sim_result.ticks, "outputs": rows, "qtol": result.qtol,
+                               "within_tolerance": result.within_tolerance}, indent=2))
+    else:
+        click.echo(f"{program.name} on {target_core.name} ({sim_name} {result.runner.board})")
+        for row in rows:
+            diff = "" if row["max_diff_lsb"] is None else (
+                f"  max |diff| {row['max_diff_lsb']:g} LSB ({row['mismatches']}/{row['elements']} elements differ)")
+            click.echo(f"  output {row['index']}: {row['dtype']}{row['shape']}  min {row['min']:g} max {row['max']:g}{diff}")
+            if row["top"]:
+                ranked = ", ".join(f"{c['index']}" + (f" {c['label']}" if "label" in c else "") + f" {c['score']:g}"
+                                   for c in row["top"])
+                click.echo(f"    top {len(row['top'])}: {ranked}")
+        if result.qtol is not None and result.within_tolerance is not None:
+            verdict = "within" if result.within_tolerance else "OUTSIDE"
+            click.echo(f"  {verdict} the tolerance of {result.qtol} LSB")
+        count = f"{result.instructions} instructions" if result.instructions is not None else f"{result.sim_result.ticks} SysTick ticks"
+        click.echo(f"  execute(): {count}")
+    return EXIT_PROBLEMS if result.within_tolerance is False else 0
+
+
+def _audit(program: Path, target_core) -> None:
+    """`cortexm verify`'s checks for this core, before a runner is built (seconds, not minutes)."""
+    from cortexm.checking.verify import verify_file
+
+    problems = [f for f in verify_file(program, None, target_core) if f.is_problem]
+    if problems:
+        more = f" (and {len(problems) - 1} more problems, see `cortexm verify`)" if len(problems) > 1 else ""
+        raise CortexmError(f"{problems[0].line()}{more}; not run (--no-audit runs it anyway)")
+
+
+def _save_npy(path: Path, values) -> None:
+    import numpy as np
+
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "wb") as f:
+        np.save(f, values, allow_pickle=False)
+    partial.replace(path)
+
+
+def _describe_output(index: int, out, diff, top: int = 0, labels: list[str] | None = None) -> dict:
+    from cortexm.sim.inputs import top_classes
+
+    values = out.astype("float64")
+    ranked = top_classes(out, top) or []
+    return {"index": index, "dtype": str(out.dtype), "shape": list(out.shape),
+            "min": float(values.min()) if values.size else 0.0, "max": float(values.max()) if values.size else 0.0,
+            "max_diff_lsb": diff.max_lsb if diff else None, "mismatches": diff.mismatches if diff else None,
+            "elements": diff.elements if diff else None,
+            "top": [{"index": i, "score": score, **({"label": labels[i]} if labels and i < len(labels) else {})}
+                    for i, score in ranked]}
+
+
+@click.command()
+@target_option
+@source_options
+@click.option("--model", type=click.Path(), help="Size the runner built for this .pte alone, and show the model's share.")
+@click.option("--board", help="Board support folder under fvp/boards (default: the core's QEMU board).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, model: str | None, board: str | None,
+         as_json: bool) -> None:
+    """Flash and RAM of a core's runner, by component."""
+    from cortexm.firmware import build_runner
+    from cortexm.report import table
+    from cortexm.report.size import footprint
+    from cortexm.base.targets import core
+
+    program = program_path(model) if model else None
+    runner = build_runner(core(target), executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src, model=program,
+                          board=board, progress=say)
+    result = footprint(runner.elf, runner.map_file, program)
+    if as_json:
+        click.echo(json.dumps({"core": runner.core.name, "board": runner.board, **result.as_dict()}, indent=2))
+        return
+    what = f"registering the {len(runner.ops)} operators of {program.name}" if program else f"suite runner, {len(runner.ops)} operators"
+    click.echo(f"{runner.core.name} runner on {runner.board} ({what}): {runner.elf}")
+    rows = [[c.name, c.flash, c.ram] for c in result.components]
+    rows.append(["total", result.flash, result.ram])
+    if result.model:
+        rows.append(["model (run time)", result.model.flash, result.model.ram])
+    table(["component", "flash B", "RAM B"], rows)
+    click.echo(f"arena for models at run time: {result.arena} B")
+    for note in result.notes:
+        click.echo(f"note: {note}")

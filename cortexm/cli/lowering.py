@@ -1,0 +1,108 @@
+"""`cortexm export` and `dialect`: lowering a model for a core, and its graph as text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cortexm.cli.options import (
+    EXIT_PROBLEMS,
+    LOWERING_TREE_HELP,
+    choose_lowering,
+    core_named,
+    lowering_option,
+    targets_option,
+)
+
+
+@click.command()
+@click.argument("model", required=False)
+@targets_option()
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .pte (default NAME-CORE.pte).")
+@click.option("--layout", type=click.Choice(["legacy", "explicit"]), default="legacy", show_default=True,
+              help="explicit: ExecuTorch's experimental explicit-NHWC lowering (*_nhwc operators).")
+@click.option("--list", "list_cases", is_flag=True, help="Print the built-in case names, one per line.")
+@click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)
+@click.option("--force", is_flag=True, help="Replace files at the output that cortexm did not write.")
+@lowering_option
+def export(model: str | None, target: str | None, output: str | None, layout: str, list_cases: bool,
+           executorch_src: str | None, force: bool, lowering: str) -> None:
+    """Lower MODEL (a built-in case or FILE.py:FACTORY) for one core.
+
+    Writes the .pte and beside it NAME.json (sidecar), NAME.dialect.txt, the
+    example inputs and the Python reference outputs as raw .bin files.
+    """
+    if list_cases:
+        from cortexm.cases import all_cases
+
+        for case in all_cases():
+            click.echo(case.name)
+        return
+    if not model:
+        raise click.UsageError("missing MODEL (a built-in case, see --list, or FILE.py:FACTORY)")
+    if not target:
+        raise click.UsageError("missing --target (e.g. --target cortex-m7); there is no default core")
+    from cortexm.lowering import export as exporter
+    from cortexm.lowering import modelsource
+    from cortexm.pte.sidecar import sidecar_path
+
+    core = core_named(target)
+    out = Path(output) if output else Path(f"{modelsource.name_of(model)}-{core.short}.pte")
+    exporter.check_target(out, force)  # before the lowering: a refusal costs nothing
+    choose_lowering(executorch_src, lowering)
+    bundle = modelsource.load(model)
+    result = exporter.export(bundle, core, layout)
+    exporter.write(result, out, force)
+    click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {sidecar_path(out)}")
+
+
+@click.command()
+@click.argument("models", nargs=-1)
+@targets_option(multiple=True, help_text="Core(s) to lower for (repeatable).")
+@click.option("--all", "all_cases", is_flag=True, help="Every case `cortexm test` runs by default (built-in and the default grid).")
+@click.option("--goldens", type=click.Path(file_okay=False), help="Compare with DIR/<core>/<case>.txt.")
+@click.option("--update-goldens", is_flag=True, help="Write the goldens instead of comparing.")
+@click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)
+@lowering_option
+def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, goldens: str | None, update_goldens: bool,
+            executorch_src: str | None, lowering: str) -> int:
+    """Print the lowered graph of MODEL(s) in canonical text, or compare it with golden files."""
+    from cortexm.lowering import dialect as dia
+    from cortexm.lowering import export, modelsource
+    from cortexm.cases import all_cases as every_case
+
+    if not targets:
+        raise click.UsageError("missing --target (repeatable)")
+    if update_goldens and not goldens:
+        raise click.UsageError("--update-goldens needs --goldens DIR")
+    names = [c.name for c in every_case(grid="default")] if all_cases else list(models)
+    if not names:
+        raise click.UsageError("give MODEL(s) or --all")
+    cores = [core_named(t) for t in targets]
+    choose_lowering(executorch_src, lowering)
+    problems = 0
+    for name in names:
+        for core in cores:
+            try:
+                text = export.lowered_text(modelsource.load(name), core)
+            except export.KnownFailure as e:
+                click.echo(f"XFAIL {name} {core.name}: {e}")
+                continue
+            if not goldens:
+                click.echo(text, nl=False)
+                continue
+            path = dia.golden_path(Path(goldens), core.name, name)
+            if update_goldens:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                click.echo(f"wrote {path}")
+                continue
+            diff = dia.compare(text, path)
+            if diff is None:
+                click.echo(f"OK {name} {core.name}")
+            else:
+                problems += 1
+                click.echo(f"FAIL {name} {core.name}: lowered graph differs from {path}")
+                click.echo(diff, nl=False)
+    return EXIT_PROBLEMS if problems else 0

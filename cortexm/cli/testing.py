@@ -1,0 +1,318 @@
+"""`cortexm test`, `upstream-tests`, `sweep`, `report merge`: the test app and its reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import click
+
+from cortexm import __version__
+from cortexm.base.errors import CortexmError
+from cortexm.base.progress import Progress
+from cortexm.cli.options import (
+    EXIT_PROBLEMS,
+    choose_lowering,
+    core_named,
+    fetch_missing_trees,
+    lowering_option,
+    shard_option,
+    targets_option,
+    timeout_option,
+)
+
+
+def _coverage(options, out_dir: Path) -> dict:
+    """core -> per-file coverage, collected and printed (cortexm.testing.coverage)."""
+    from cortexm.testing import coverage
+    from cortexm.report import table
+
+    covered, rows = {}, []
+    for core, simulator in options.simulators.items():
+        if isinstance(simulator, str):
+            continue
+        try:
+            files = covered[core] = coverage.collect(simulator.runner, out_dir / core)
+        except CortexmError as e:
+            click.echo(f"warning: {e}", err=True)
+            continue
+        for label, prefix in (("cortex_m kernels", "executorch/backends/cortex_m/ops/"), ("CMSIS-NN", "cmsis-nn/Source/")):
+            lines_run, lines, functions_run, functions = coverage.totals(files, prefix)
+            rows.append([core, label, f"{lines_run}/{lines} ({100 * lines_run / max(lines, 1):.0f} %)",
+                         f"{functions_run}/{functions} ({100 * functions_run / max(functions, 1):.0f} %)"])
+    if rows:
+        table(["core", "code", "lines executed", "functions executed"], rows,
+              title=f"coverage (per file: {out_dir}/<core>/cobertura.xml, lcov.info)")
+        kernels = sorted({f.path for files in covered.values() for f in files
+                          if f.path.startswith("executorch/backends/cortex_m/ops/")})
+        table(["cortex_m kernel file", *covered],
+              [[path.rsplit("/", 1)[1], *(next((f"{f.lines_executed}/{f.lines}" for f in files if f.path == path), "-")
+                                           for files in covered.values())] for path in kernels],
+              title="lines executed per file")
+    return covered
+
+
+DEFAULT_TEST_CORES = ("cortex-m7", "cortex-m55")
+
+
+EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
+
+
+@click.command(name="test")
+@targets_option(multiple=True, help_text="Core(s) to test (repeatable; default cortex-m7 and cortex-m55).")
+@click.option("--all-cores", is_flag=True, help="Also cortex-m3, cortex-m4 and cortex-m33.")
+@click.option("-k", "pattern", help="Only cases whose name contains PATTERN.")
+@click.option("--cases", "case_files", multiple=True, type=click.Path(dir_okay=False),
+              help="A Python file registering cases with @cortexm.cases.register (repeatable); runs only those.")
+@click.option("--pte", "ptes", multiple=True, type=click.Path(dir_okay=False),
+              help="A program exported elsewhere, with its sidecar (repeatable); checked and run on each core as it is.")
+@click.option("--sim", type=click.Choice(["qemu", "fvp", "none"]), default="qemu", show_default=True)
+@click.option("--grid", type=click.Choice(["none", "default", "full"]), default="default", show_default=True,
+              help="Grid cases: none; default (every parameter class of each operator once); full (every pair of classes).")
+@click.option("--goldens", type=click.Path(file_okay=False), help="Dialect goldens folder (default: the checkout's tests/goldens).")
+@click.option("--library", "library_path", help="Kernel library to verify against (default: the runner's own registration).")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report here.")
+@click.option("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), show_default=True, help="Parallel exports.")
+@click.option("--executorch-src", help="ExecuTorch tree: the runner is built from it and its backends/cortex_m Python lowers.")
+@click.option("--cmsis-nn-src", help="CMSIS-NN tree for the runner build.")
+@click.option("--offline", is_flag=True, help="Do not download the pinned trees when none is found.")
+@click.option("--coverage", "coverage_dir", type=click.Path(file_okay=False),
+              help="Build the runners with gcov counters and write, per core, which lines and functions of the "
+                   "cortex_m kernels and CMSIS-NN ran: DIR/<core>/cobertura.xml, lcov.info and a table.")
+@lowering_option
+@timeout_option
+@shard_option
+def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
+             executorch_src, cmsis_nn_src, offline, coverage_dir, lowering, timeout, shard) -> int:
+    """Export, check, run and compare every case on each core; print a table per core."""
+    from cortexm.checking import library
+    from cortexm.lowering import backend_source
+    from cortexm.testing import app, simulate
+    from cortexm.testing.summary import print_summary
+
+    names = list(targets) or list(DEFAULT_TEST_CORES)
+    if all_cores:
+        names += [c for c in EXTRA_CORES if c not in names]
+    cores = [core_named(n) for n in names]
+    started = time.perf_counter()
+    with Progress() as progress:
+        if sim != "none":
+            fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
+        choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
+        options = app.Options(
+            cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
+            goldens=Path(goldens) if goldens else app.default_goldens(),
+            library=library.load(library_path) if library_path else None,
+            jobs=max(1, jobs), grid=grid, shard=shard,
+        )
+        options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
+                                                 coverage=bool(coverage_dir), timeout=timeout)
+        if coverage_dir:
+            from cortexm.testing import coverage
+
+            for simulator in options.simulators.values():
+                if not isinstance(simulator, str):
+                    coverage.reset(simulator.runner)
+            options.sim_jobs = 1  # a core's runs must not write its counters at once
+        results = app.run(options, progress=progress)
+    checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
+    elapsed = time.perf_counter() - started
+    print_summary(results, checks, options, elapsed)
+    covered = _coverage(options, Path(coverage_dir)) if coverage_dir else {}
+    meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
+            "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "lowering": backend_source.describe(),
+            "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()}}
+    if junit:
+        Path(junit).write_text(app.to_junit(results, checks))
+    if json_path:
+        Path(json_path).write_text(app.to_json(results, checks, meta))
+    # A simulation that was asked for and did not happen fails the run (--sim none asks for none).
+    unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
+    return EXIT_PROBLEMS if any(r.failed for r in results) or any(c.failed for c in checks) or unsimulated else 0
+
+
+@click.command(name="upstream-tests")
+@targets_option(multiple=True, help_text="Core(s) to run on (repeatable; default cortex-m7 and cortex-m55).")
+@click.option("-k", "pattern", help="Only tests matching this pytest -k expression.")
+@click.option("--sim", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
+@click.option("--executorch-src", help="ExecuTorch tree: its backends/cortex_m/test and Python, its runtime.")
+@click.option("--cmsis-nn-src", help="CMSIS-NN tree for the runner build.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="upstream-tests", show_default=True,
+              help="Where each core's JUnit report, session log and statistics go.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="One JUnit report with a suite per core.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report here.")
+@click.option("--offline", is_flag=True, help="Do not download the pinned trees when none is found.")
+@lowering_option
+def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir, junit, json_path, offline, lowering) -> int:
+    """ExecuTorch's own backends/cortex_m tests on this project's runners, one session per core.
+
+    Upstream's implementation tests run on a Corstone-300 FVP; here each run goes to the
+    core's cortexm runner on QEMU (the operators upstream's build_test_runner.sh registers,
+    and whatever else a program calls). The tests and the lowering are the tree's when one
+    is in use (--executorch-src), else the installed executorch's.
+    """
+    from cortexm import sources
+    from cortexm.lowering import backend_source
+    from cortexm.report import table
+    from cortexm.testing import upstream
+
+    cores = [core_named(t).name for t in (targets or DEFAULT_TEST_CORES)]
+    with Progress() as progress:
+        fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
+        choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
+        tree = backend_source.active_tree()
+        folder = upstream.test_folder(tree)
+        if sources.locate(sources.EXECUTORCH, executorch_src).path is None:
+            raise CortexmError(sources.missing_message(sources.EXECUTORCH) + " (the runners are built from it)")
+        for name, value in (("CORTEXM_EXECUTORCH_SRC", executorch_src), ("CORTEXM_CMSIS_NN_SRC", cmsis_nn_src)):
+            if value:
+                os.environ[name] = str(Path(value).resolve())  # the sessions build from the same trees
+        click.echo(f"tests: {folder}\nlowered by {backend_source.describe()}", err=True)
+        runs = upstream.run_suite(folder, cores, sim, pattern, Path(out_dir), progress)
+    rows, failures, report = [], [], {"tests": str(folder), "lowering": backend_source.describe(), "cores": {}}
+    for core, run in runs.items():
+        counts, problems = upstream.verdicts(run["junit"])
+        stats = run["stats"]
+        seconds = stats.get("seconds", {})
+        sim_s, build_s = seconds.get("simulation", 0.0), seconds.get("runner builds", 0.0)
+        rows.append([core, counts["passed"], counts["failed"], counts["errors"], counts["xfailed"], counts.get("xpassed", 0),
+                     counts["skipped"],
+                     stats.get("programs", "-"), f"{run['seconds']:.0f} s",
+                     f"{max(run['seconds'] - sim_s - build_s, 0):.0f} / {sim_s:.0f} / {build_s:.0f} s"])
+        failures += [(core, *p) for p in problems]
+        report["cores"][core] = {**counts, "wall": run["seconds"], "stats": stats, "problems": problems,
+                                 "junit": str(run["junit"]), "log": str(run["log"])}
+    table(["core", "passed", "failed", "errors", "xfailed", "xpassed", "skipped", "programs run", "wall",
+           "lowering+python / simulation / runner builds"], rows,
+          title=f"ExecuTorch's cortex_m tests ({folder}) on cortexm runners ({sim})")
+    for core, run in runs.items():
+        stats = run["stats"]
+        if stats.get("runner"):
+            click.echo(f"{core} runner: {stats['runner']} ({len(stats.get('ops', []))} operators)")
+        xfails = stats.get("xfail", [])
+        if xfails:
+            # Upstream's xfail marks, as they hold here: the ones that pass are stale on this core.
+            passing = [x for x in xfails if x["outcome"] == "xpassed"]
+            click.echo(f"{core}: {len(xfails)} tests marked xfail upstream: {len(xfails) - len(passing)} fail here "
+                       f"as marked, {len(passing)} pass here" + (" (each in the JSON report with why)" if xfails else ""))
+            for x in passing:
+                click.echo(f"  passes here: {x['test']} (upstream's reason: {x['reason']})")
+    from cortexm.cases import defects
+
+    locate = defects.default_locators()
+    unexplained = []
+    for core, test, kind, line in failures:
+        known = next((d for d in defects.UPSTREAM_TEST_DEFECTS
+                      if d.applies(core, locate) and d.explains("upstream-test", f"{test}: {line}")), None)
+        if known:
+            click.echo(f"XFAIL {core} {test}: {known.name}: {line}")
+            report["cores"][core].setdefault("known", []).append({"test": test, "defect": known.name})
+        else:
+            click.echo(f"{kind.upper().rstrip('S')} {core} {test}: {line}")
+            unexplained.append(test)
+    if junit:
+        Path(junit).write_text(upstream.merge_junit({core: run["junit"] for core, run in runs.items()}))
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    return EXIT_PROBLEMS if unexplained else 0
+
+
+@click.command()
+@click.argument("op")
+@targets_option(multiple=True, help_text="Core(s) to run on (repeatable; default cortex-m7 and cortex-m55).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--count", type=int, default=20, show_default=True, help="Samples to draw.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="sweep-out", show_default=True,
+              help="Where the sample and reproducer case files go.")
+@click.option("--sim", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
+@click.option("--shrink", "shrink_limit", type=int, default=3, show_default=True, help="Failures to shrink.")
+@click.option("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), show_default=True)
+@click.option("--executorch-src")
+@click.option("--cmsis-nn-src")
+@timeout_option
+@shard_option
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the samples' results as a `test --json` report.")
+def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src, timeout, shard,
+          json_path) -> int:
+    """Seeded random samples of OP's parameters, checked against the reference and across cores.
+
+    OP is one of: conv2d, depthwise_conv2d, transpose_conv2d, linear, avg_pool2d,
+    max_pool2d, add, mul, softmax. Failures are shrunk and written as case files
+    that `cortexm test --cases FILE` runs.
+    """
+    from cortexm.cases.space import space
+    from cortexm.testing import simulate
+    from cortexm.testing import sweep as sweeps
+
+    space(op)  # an unknown operator fails before anything is built
+    if count < 1:
+        raise click.UsageError("--count must be at least 1")
+    cores = [core_named(t) for t in (targets or DEFAULT_TEST_CORES)]
+    choose_lowering(executorch_src, cmsis_nn_src=cmsis_nn_src)
+    with Progress() as progress:
+        simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress, timeout=timeout)
+        missing = {name: why for name, why in simulators.items() if isinstance(why, str)}
+        if missing:
+            raise CortexmError(f"a sweep runs on simulators: {'; '.join(f'{k}: {v}' for k, v in missing.items())}")
+        report = sweeps.run_sweep(op, cores, seed, count, Path(out_dir), simulators, jobs=max(1, jobs),
+                                  shrink_limit=shrink_limit, progress=progress, shard=shard)
+    if json_path:
+        from cortexm.lowering import backend_source
+        from cortexm.testing import app
+
+        Path(json_path).write_text(app.to_json(report.results, report.checks, {
+            "cores": [c.name for c in cores], "sim": sim, "seconds": round(report.seconds, 2), "cortexm": __version__,
+            "shard": f"{shard[0]}/{shard[1]}" if shard else None, "lowering": backend_source.describe(),
+            "sweep": {"op": op, "seed": seed, "count": count}}))
+    agree = sum(c.agree for c in report.checks)
+    click.echo(f"{op} seed {seed}: {report.samples} samples on {', '.join(report.cores)} in {report.seconds:.0f} s "
+               f"({report.per_minute:.1f} samples/min); {agree}/{len(report.checks)} bit-identical across cores; "
+               f"{report.expected} expected failures (known defects); {len(report.findings)} new failures")
+    for f in report.findings:
+        click.echo(f"FAIL {f.sample}: {f.failure}")
+        if f.repro:
+            click.echo(f"     shrunk to {f.shrunk}")
+            click.echo(f"     reproducer: {f.repro}")
+    return EXIT_PROBLEMS if report.findings else 0
+
+
+@click.group()
+def report() -> None:
+    """Work with `cortexm test --json` reports."""
+
+
+@report.command(name="merge")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the merged JSON report here.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write the merged JUnit XML report here.")
+def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | None) -> int:
+    """Join the --json reports of the shards of one run (`test --shard K/N`) into one, as if
+    unsharded; exit 1 when any case or cross-core check failed, as `test` does."""
+    from cortexm.base import files
+    from cortexm.testing import app
+    from cortexm.testing.merge import merge_reports
+
+    loaded = []
+    for path in reports:
+        try:
+            loaded.append(json.loads(files.regular(path, "report", 1 << 30).read_text()))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CortexmError(f"{path}: not a JSON report ({e})") from None
+    results, checks, meta = merge_reports(loaded, list(reports))
+    if json_path:
+        Path(json_path).write_text(app.to_json(results, checks, meta))
+    if junit:
+        Path(junit).write_text(app.to_junit(results, checks))
+    failed = [r for r in results if r.failed] + [c for c in checks if c.failed]
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in results).items()))
+    click.echo(f"merged {len(reports)} reports: {len(results)} results ({statuses}); "
+               f"{sum(c.failed for c in checks)} of {len(checks)} cross-core checks failed")
+    for r in results:
+        if r.failed:
+            click.echo(f"{r.status} {r.case} {r.core}: {r.reason}")
+    return EXIT_PROBLEMS if failed else 0

@@ -1,0 +1,262 @@
+"""Which Python lowers: the installed executorch wheel's `backends/cortex_m`, or an
+ExecuTorch tree's on top of the wheel.
+
+A contributor changes `backends/cortex_m` in their tree; the runner is built from
+that tree, so the lowering must come from it too, or a change to a pass or the
+quantizer is never tested. `activate(tree)` makes `executorch.backends.cortex_m`
+and its submodules load from TREE/backends/cortex_m first and from the wheel
+second (for what the tree does not hold as Python, e.g. the compiled cmsis_nn
+helper), exactly as the Nix package copies the tree's Python over the wheel. The
+rest of ExecuTorch (exir, the serializer) stays the wheel's.
+
+`fingerprint(tree)` is a digest of every file the lowering reads from there, for
+the export cache key: a change in the tree re-exports what it can affect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import logging
+import os
+import sys
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+from cortexm.base.errors import CortexmError
+
+PACKAGE = "executorch.backends.cortex_m"
+TREE_SUBDIR = Path("backends") / "cortex_m"
+# Set by activate() so export workers (fresh processes) use the same Python.
+ENV = "CORTEXM_LOWERING_TREE"
+# Modules the lowering imports: probing them tells whether the tree's Python runs on the wheel.
+# (The pass manager first: importing ops.operators alone runs into a cycle upstream resolves this way.)
+PROBE_MODULES = (
+    f"{PACKAGE}.passes.cortex_m_pass_manager",
+    f"{PACKAGE}.ops.operators",
+    f"{PACKAGE}.quantizer.quantizer",
+    f"{PACKAGE}.target_config",
+    f"{PACKAGE}.edge_compile_config",
+)
+
+
+HELPER_MODULE = f"{PACKAGE}.library._cmsis_nn.cmsis_nn"
+# Set by activate(): the CMSIS-NN buffer-size module built from the runner's CMSIS-NN tree.
+HELPER_ENV = "CORTEXM_LOWERING_CMSIS_NN_HELPER"
+
+
+class _TreeFirst(importlib.abc.MetaPathFinder):
+    """Finds executorch.backends.cortex_m[.x] in the tree, then in the wheel; and CMSIS-NN's
+    buffer-size module (what the scratch pass sizes with) in a build from the CMSIS-NN tree."""
+
+    def __init__(self, tree_backend: Path | None, wheel_backend: Path | None, helper: Path | None) -> None:
+        self.roots = [r for r in (tree_backend, wheel_backend) if r is not None]
+        self.tree, self.helper = tree_backend, helper
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == HELPER_MODULE and self.helper is not None:
+            return importlib.util.spec_from_file_location(fullname, self.helper)
+        if self.tree is None or (fullname != PACKAGE and not fullname.startswith(PACKAGE + ".")):
+            return None
+        parts = fullname.split(".")[3:]  # below executorch.backends.cortex_m
+        if not parts:  # the package itself: a namespace over both folders
+            spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
+            spec.submodule_search_locations = [str(r) for r in self.roots]
+            return spec
+        folders = [root.joinpath(*parts[:-1]) for root in self.roots]
+        spec = importlib.machinery.PathFinder.find_spec(fullname, [str(f) for f in folders if f.is_dir()])
+        if spec is None:
+            return None
+        if spec.submodule_search_locations is not None:
+            # A subpackage searches the tree's folder, then the wheel's (e.g. library/_cmsis_nn).
+            spec.submodule_search_locations = [str(r.joinpath(*parts)) for r in self.roots
+                                               if r.joinpath(*parts).is_dir()]
+        return spec
+
+
+def _wheel_backend() -> Path | None:
+    spec = importlib.machinery.PathFinder.find_spec("executorch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]) / TREE_SUBDIR
+    return folder if folder.is_dir() else None
+
+
+def tree_backend(tree: Path) -> Path:
+    folder = Path(tree) / TREE_SUBDIR
+    if not (folder / "passes" / "cortex_m_pass_manager.py").is_file():
+        raise CortexmError(f"{tree}: no {TREE_SUBDIR}/passes/cortex_m_pass_manager.py, not an ExecuTorch tree with the cortex_m backend")
+    return folder
+
+
+def activate(tree: Path | None, helper: Path | None = None) -> None:
+    """Lower with TREE's backends/cortex_m Python (None: the wheel's) and size scratch with
+    the CMSIS-NN module at `helper` (None: the one the wheel bundles). Call before the
+    backend is imported; choosing another source after that is an error."""
+    wanted = (str(Path(tree).resolve()) if tree else "", str(helper) if helper else "")
+    active = (os.environ.get(ENV, ""), os.environ.get(HELPER_ENV, ""))
+    if any(name == PACKAGE or name.startswith(PACKAGE + ".") for name in sys.modules) and active != wanted:
+        raise CortexmError(f"{PACKAGE} was imported before the lowering source was chosen")
+    os.environ[ENV], os.environ[HELPER_ENV] = wanted
+    _install()
+
+
+def _install() -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _TreeFirst)]
+    tree, helper = os.environ.get(ENV), os.environ.get(HELPER_ENV)
+    if tree or helper:
+        sys.meta_path.insert(0, _TreeFirst(tree_backend(Path(tree)) if tree else None, _wheel_backend(),
+                                           Path(helper) if helper else None))
+
+
+def choose(executorch_src: str | Path | None = None, cmsis_nn_src: str | Path | None = None,
+           progress=None) -> Path | None:
+    """Lower with the trees the runner is built from (flag, environment variable, default
+    location; cortexm.sources): the ExecuTorch tree's backends/cortex_m Python, and CMSIS-NN's
+    buffer-size module built from the CMSIS-NN tree; the wheel's own where there is no tree.
+    Returns the note to show when the module could not be built ("" otherwise)."""
+    from cortexm import sources
+
+    tree = sources.locate(sources.EXECUTORCH, executorch_src).path
+    cmsis_nn = sources.locate(sources.CMSIS_NN, cmsis_nn_src).path
+    helper, note = None, ""
+    if cmsis_nn is not None:
+        from cortexm.firmware.helper import build_helper
+
+        try:
+            helper = build_helper(cmsis_nn, progress)
+        except CortexmError as e:
+            note = f"scratch is sized with the executorch wheel's bundled CMSIS-NN helper: {e}"
+    activate(tree, helper)
+    return note
+
+
+def activate_from_environment() -> None:
+    """The source chosen in this process or its parent (export workers are fresh
+    processes); when none was chosen, the trees the runner would be built from."""
+    if ENV not in os.environ:
+        choose(None)
+        return
+    if not any(isinstance(f, _TreeFirst) for f in sys.meta_path):
+        _install()
+
+
+def active_helper() -> Path | None:
+    helper = os.environ.get(HELPER_ENV)
+    return Path(helper) if helper else None
+
+
+def active_tree() -> Path | None:
+    """The tree whose Python lowers, None for the wheel's (call after choosing)."""
+    tree = os.environ.get(ENV)
+    return Path(tree) if tree else None
+
+
+def quiet_lowering_imports() -> None:
+    """Silence import-time chatter of torch/torchao that users cannot act on. torch first: its
+    logging setup at import would override levels set before it (callers import it next anyway)."""
+    import torch  # noqa: F401
+
+    for name in ("torch", "torchao", "executorch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"(torch|torchao|executorch)(\.|$)")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+def probe() -> None:
+    """Import what the lowering imports; one line naming the import that failed."""
+    import importlib
+
+    quiet_lowering_imports()
+    activate_from_environment()
+    for name in PROBE_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as e:
+            tree = active_tree()
+            where = f"the cortex_m Python of {tree}" if tree else "the installed executorch"
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise CortexmError(f"{where} cannot run on the installed executorch {_wheel_version()}: "
+                               f"importing {name} failed: {type(e).__name__}: {first}") from None
+
+
+def _wheel_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("executorch")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+@lru_cache(maxsize=None)
+def fingerprint(tree: Path | None, helper: Path | None = None) -> str:
+    """Digest of the files the lowering reads from backends/cortex_m: the tree's Python and
+    operators.yaml, the wheel's files the tree does not shadow, and the CMSIS-NN module
+    that sizes the scratch buffers."""
+    digest = hashlib.sha256()
+    if helper is not None:
+        digest.update(b"helper\0" + helper.read_bytes())
+    roots = ([tree_backend(tree)] if tree else []) + [r for r in [_wheel_backend()] if r]
+    seen: set[Path] = set()
+    for root in roots:
+        for file in sorted(root.rglob("*")):
+            rel = file.relative_to(root)
+            if (not file.is_file() or rel in seen or "__pycache__" in rel.parts or rel.parts[0] == "test"
+                    or file.suffix not in (".py", ".yaml", ".so")):
+                continue
+            seen.add(rel)
+            digest.update(str(rel).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def describe(tree: Path | None = None, helper: Path | None = None) -> str:
+    """One line: which Python lowers, and what sizes its scratch buffers."""
+    tree = tree if tree is not None else active_tree()
+    helper = helper if helper is not None else active_helper()
+    sized = f"; scratch sized by {_helper_origin(helper)}" if helper else ""
+    wheel = f"the executorch {_wheel_version()} wheel"
+    try:
+        from executorch import version
+
+        wheel += f" (git {version.git_version[:12]})"
+    except ImportError:
+        pass
+    if tree is None:
+        return f"backends/cortex_m of {wheel}{sized}"
+    from cortexm.sources.identity import tree as identify
+
+    return f"backends/cortex_m of {tree} ({identify(Path(tree)).describe()}) on {wheel}{sized}"
+
+
+def _helper_origin(helper: Path) -> str:
+    from cortexm.firmware.helper import origin
+
+    return origin(helper)
+
+
+def lowering_file(rel: str) -> Path | None:
+    """The file at `rel` (relative to an ExecuTorch tree) that the lowering reads: the
+    chosen tree's for backends/cortex_m, the wheel's for the rest of ExecuTorch."""
+    activate_from_environment()
+    rel_path = Path(rel)
+    tree = active_tree()
+    if tree is not None and rel_path.parts[:2] == TREE_SUBDIR.parts and (tree / rel_path).is_file():
+        return tree / rel_path
+    wheel = _wheel_backend()
+    if wheel is None:
+        return None
+    file = wheel.parent.parent / rel_path
+    return file if file.is_file() else None
+
+
+def upstream_backend(core) -> str:
+    """The CMSIS-NN backend ExecuTorch resolves for `core` (needs the executorch wheel)."""
+    activate_from_environment()
+    from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+
+    return CortexMTargetConfig.from_target_string(core.target_string).backend.name

@@ -1,0 +1,407 @@
+"""Lowering a float model to a .pte for one Cortex-M core, with everything needed to check it.
+
+The flow is upstream's (backends/cortex_m/test/tester.py, examples/arm/aot_arm_compiler.py):
+torch.export -> CortexMQuantizer (PT2E) -> to_edge -> CortexMPassManager with the
+core's CortexMTargetConfig -> to_executorch. The target config is always passed
+explicitly: left out, ExecuTorch silently lowers for the M55 (MVE).
+
+An export is a bundle of files beside the .pte:
+  NAME.pte              the program
+  NAME.json             sidecar: target, backend, versions, inputs/outputs (dtype, shape,
+                        dim order, quantisation), file names below
+  NAME.dialect.txt      the lowered graph in canonical text (see cortexm.lowering.dialect)
+  NAME.input-K.bin      example input K, raw bytes in the program's dim order
+  NAME.reference-K.bin  the reference output K for those inputs, same layout
+  NAME.isolated.pte     the same program with every planned tensor in a buffer of its own
+                        (cortexm.checking.memory_plan), for the guard and fill runs of the memory oracle
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from pathlib import Path
+from typing import Any
+
+from cortexm import __version__
+
+from cortexm.base import manifest
+
+from cortexm.lowering import backend_source
+from cortexm.base.errors import CortexmError
+from cortexm.pte.sidecar import read_sidecar, sidecar_path
+from cortexm.lowering.modelsource import ModelBundle
+from cortexm.base.targets import Core
+
+SIDECAR_FORMAT = 1
+
+
+def _quiet_loggers() -> None:
+    # Modules that set their own level at import (exir.pass_manager warns on every
+    # CortexMPassManager use that PassManager is deprecated; users cannot act on it).
+    logging.getLogger("executorch.exir.pass_manager").setLevel(logging.ERROR)
+
+
+@dataclass
+class Export:
+    name: str
+    core: Core
+    pte: bytes
+    sidecar: dict[str, Any]
+    dialect: str
+    inputs: list[bytes]
+    references: list[bytes]
+    isolated: bytes | None = None  # the program planned one tensor per buffer
+
+
+LAYOUTS = ("legacy", "explicit")
+
+
+@dataclass
+class Lowered:
+    edge: Any  # EdgeProgramManager after the cortex_m passes
+    quantized: Any  # the PT2E-converted module (q/dq around float ops), the fallback reference
+
+
+def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
+    """The program lowered for `core`, and the quantized model it was lowered from.
+
+    layout "explicit" selects ExecuTorch's experimental explicit-NHWC pass list
+    (the `*_nhwc` operators); it takes contiguous NCHW inputs.
+    """
+    if layout not in LAYOUTS:
+        raise CortexmError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    backend_source.quiet_lowering_imports()
+    backend_source.activate_from_environment()
+    import torch
+    from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
+    from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
+    from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
+    from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+    from executorch.exir import to_edge
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    _quiet_loggers()
+    config = CortexMTargetConfig.from_target_string(core.target_string)
+    if layout == "explicit":
+        bundle.example_inputs = tuple(t.contiguous() for t in bundle.example_inputs)
+        bundle.calibration = [tuple(t.contiguous() for t in s) for s in bundle.calibration]
+    inputs = bundle.example_inputs
+    with _stage(bundle, core, "torch.export"):
+        # check_guards=False: with torch 2.13 the guard module breaks PT2E annotation.
+        graph = torch.export.export(bundle.module, inputs, strict=True).module(check_guards=False)
+    with _stage(bundle, core, "quantization"):
+        prepared = prepare_pt2e(graph, CortexMQuantizer())
+        for sample in bundle.calibration:
+            prepared(*sample)
+        quantized = convert_pt2e(prepared)
+    if bundle.data != "uniform":
+        bundle.example_inputs = inputs = _crafted_inputs(bundle, quantized)
+    with _stage(bundle, core, "torch.export of the quantized model"):
+        exported = torch.export.export(quantized, inputs, strict=True)
+    with _stage(bundle, core, "to_edge"):
+        edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
+    with _stage(bundle, core, "the cortex_m passes"):
+        # Only the explicit layout passes the flag: ExecuTorch main has no such argument.
+        explicit = {"use_explicit_layout": True} if layout == "explicit" else {}
+        edge._edge_programs["forward"] = CortexMPassManager(
+            edge.exported_program(), target_config=config, **explicit
+        ).transform()
+    return Lowered(edge, quantized)
+
+
+def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
+    import torch
+    from executorch import version as et_version
+
+    from cortexm.lowering import dialect
+    from cortexm.pte import parse
+
+    lowered = lower(bundle, core, layout)
+    program = lowered.edge.exported_program()
+    title = f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})"
+    text = dialect.render(program, title)
+    with _stage(bundle, core, "to_executorch"):
+        import copy
+
+        from cortexm.checking import memory_plan
+
+        # to_executorch changes the graph it is given: the second plan starts from a copy.
+        isolated = memory_plan.to_executorch_isolated(copy.deepcopy(lowered.edge)).buffer
+        pte = lowered.edge.to_executorch().buffer
+    plan = parse(pte).plan()
+    reference, reference_kind, upstream_calls = _reference(pte, bundle, core, lowered)
+
+    in_qparams, out_qparams = _io_qparams(program)
+    inputs_meta, input_bytes = [], []
+    for k, (tensor, index) in enumerate(zip(bundle.example_inputs, plan.inputs)):
+        tv = plan.values[index]
+        input_bytes.append(_raw(tensor, tv.dim_order))
+        inputs_meta.append(_io_entry(tv, f"{bundle.name}.input-{k}.bin", in_qparams.get(k)))
+    outputs_meta, ref_bytes = [], []
+    for k, (tensor, index) in enumerate(zip(reference, plan.outputs)):
+        tv = plan.values[index]
+        ref_bytes.append(_raw(tensor, tv.dim_order))
+        entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
+        entry["reference"] = entry.pop("file")
+        outputs_meta.append(entry)
+
+    sidecar = {
+        "cortexm": {"format": SIDECAR_FORMAT, "version": __version__},
+        "name": bundle.name,
+        "target": core.name,
+        "backend": core.backend,
+        "executorch": {"version": et_version.__version__, "git_version": et_version.git_version},
+        "torch": torch.__version__,
+        "source": bundle.source,
+        "layout": layout,
+        "qtol": bundle.qtol,
+        "data": bundle.data,
+        "reference": reference_kind,
+        # ExecuTorch's own Python reference (operators.py) against the integer one, call by call:
+        # findings about the former (cortexm.oracle.upstream); None where it was not compared.
+        "upstream_reference": {"calls": upstream_calls},
+        "notes": bundle.notes,
+        "pte_sha256": hashlib.sha256(pte).hexdigest(),
+        "dialect": f"{bundle.name}.dialect.txt",
+        "isolated": f"{bundle.name}.isolated.pte",
+        "inputs": inputs_meta,
+        "outputs": outputs_meta,
+    }
+    return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes, isolated)
+
+
+class KnownFailure(CortexmError):
+    """Lowering failed as a case's known upstream defect says it will."""
+
+
+def lowered_text(bundle, core) -> str:
+    """Lower `bundle` for `core` and render it; a case's known failure raises KnownFailure."""
+    from cortexm import cases
+    from cortexm.lowering import dialect
+
+    known = cases.get(bundle.source["case"]).fails_at("export", core.name) if "case" in bundle.source else None
+    try:
+        edge = lower(bundle, core).edge
+    except CortexmError as e:
+        if known and known.explains("export", str(e)):
+            raise KnownFailure(f"{known.name}: {known.reason}") from e
+        if known:
+            raise CortexmError(f"fails differently from {known.name}: {e}") from e
+        raise
+    if known:
+        raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
+                           "the defect looks fixed here, update its record in cortexm/cases/defects.py")
+    return dialect.render(edge.exported_program(), f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})")
+
+
+def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:
+    """The example inputs placed on the boundaries of their own quantization (cortexm.cases.data)."""
+    from cortexm.cases import data
+
+    placeholders = [n for n in quantized.graph.nodes if n.op == "placeholder"]
+    crafted = []
+    for k, (node, tensor) in enumerate(zip(placeholders, bundle.example_inputs)):
+        quant = next((u for u in node.users if "quantize_per_tensor" in str(u.target)
+                      and "dequantize" not in str(u.target)), None)
+        if quant is None:
+            raise CortexmError(f"{bundle.name}: input {k} is not quantized, so data={bundle.data!r} cannot place it")
+        scale, zero_point, qmin, qmax = (quant.args[1], quant.args[2], quant.args[3], quant.args[4])
+        crafted.append(data.craft(bundle.data, tensor, float(scale), int(zero_point), int(qmin), int(qmax),
+                                  seed=zlib.crc32(f"{bundle.name}:{k}".encode())))
+    return tuple(crafted)
+
+
+def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str, list | None]:
+    """The program's outputs for the example inputs as cortexm's integer reference computes
+    them for the core's CMSIS-NN variant (cortexm.oracle), which reference that is, and how
+    ExecuTorch's Python reference differs from it call by call. Where the integer reference
+    cannot evaluate the program, ExecuTorch's Python reference of the whole graph stands in
+    and the kind says why."""
+    from cortexm.lowering.reference import integer_reference
+
+    try:
+        outputs, calls = integer_reference(pte, [t.detach().numpy() for t in bundle.example_inputs], core.backend,
+                                           compare_upstream=True)
+    except CortexmError as e:
+        upstream, kind = _upstream_reference(bundle, core, lowered)
+        return upstream, f"{kind}; the integer reference could not evaluate the program: {e}", None
+    return outputs, f"cortexm integer reference (CMSIS-NN {core.backend})", calls
+
+
+def _upstream_reference(bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str]:
+    """Outputs of ExecuTorch's Python reference for the example inputs, and which one gave them.
+
+    That is the lowered graph itself, whose cortex_m operators have Python
+    implementations (ops/operators.py). Where one of those cannot run on the host
+    (torch has no integer dilated convolution), the PT2E quantized model (float
+    arithmetic between quantize/dequantize) stands in.
+    """
+    import torch
+
+    try:
+        with torch.no_grad():
+            outputs = lowered.edge.exported_program().module()(*bundle.example_inputs)
+        kind = "ExecuTorch's cortex_m Python reference (ops/operators.py)"
+    except Exception as first:
+        try:
+            with torch.no_grad():
+                outputs = lowered.quantized(*bundle.example_inputs)
+        except Exception:
+            with _stage(bundle, core, "the Python reference"):
+                raise first from None
+        reason = (str(first).strip().splitlines() or [""])[0][:120]
+        kind = f"pt2e quantized model (the cortex_m dialect reference failed: {type(first).__name__}: {reason})"
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    return outputs, kind
+
+
+class _stage:
+    """Turns any failure inside a lowering stage into one line naming the stage."""
+
+    def __init__(self, bundle: ModelBundle, core: Core, what: str) -> None:
+        self.where = f"{bundle.name} for {core.name}"
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if error is None or isinstance(error, (CortexmError, KeyboardInterrupt)):
+            return False
+        # Pass managers wrap the real error ("An error occurred when running ..."): report the innermost.
+        cause = error
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        first = (str(cause).strip().splitlines() or [""])[0][:300]
+        raise CortexmError(f"lowering {self.where} failed in {self.what}: {type(cause).__name__}: {first}") from error
+
+
+def _io_qparams(program) -> tuple[dict[int, dict], dict[int, dict]]:
+    """Quantisation of each user input (its quantize op) and output (its dequantize op)."""
+    signature = program.graph_signature
+    user_inputs = list(signature.user_inputs)
+    ins: dict[int, dict] = {}
+    outs: dict[int, dict] = {}
+    nodes = {n.name: n for n in program.graph.nodes}
+    for k, name in enumerate(user_inputs):
+        for user in nodes[name].users:
+            if "quantize_per_tensor" in str(user.target) and "dequantize" not in str(user.target):
+                ins[k] = _qparams(user.args)
+                break
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    for k, node in enumerate(results):
+        if hasattr(node, "target") and "dequantize_per_tensor" in str(node.target):
+            outs[k] = _qparams(node.args)
+    return ins, outs
+
+
+def _qparams(args) -> dict:
+    _, scale, zero_point, qmin, qmax, dtype = args[:6]
+    return {"scale": float(scale), "zero_point": int(zero_point), "qmin": int(qmin), "qmax": int(qmax),
+            "dtype": str(dtype).removeprefix("torch.")}
+
+
+def _io_entry(tv, file: str, quant: dict | None) -> dict:
+    return {"file": file, "dtype": tv.dtype, "shape": list(tv.sizes), "dim_order": list(tv.dim_order), "quant": quant}
+
+
+def _raw(tensor, dim_order) -> bytes:
+    """The tensor's (or array's) bytes laid out in `dim_order`, as the runtime reads and writes them."""
+    from cortexm.testing.compare import to_raw
+
+    values = tensor.detach().contiguous().numpy() if hasattr(tensor, "detach") else np.asarray(tensor)
+    return to_raw(values, dim_order)
+
+
+# --- writing and reading bundles ---------------------------------------------
+
+def bundle_names(stem: str, folder: Path) -> list[str]:
+    """The files an export to STEM.pte writes, or may have written before (inputs and
+    references are numbered)."""
+    fixed = [f"{stem}.pte", f"{stem}.json", f"{stem}.dialect.txt", f"{stem}.isolated.pte"]
+    numbered = sorted(p.name for pattern in (f"{stem}.input-*.bin", f"{stem}.reference-*.bin")
+                      for p in Path(folder).glob(pattern))
+    return fixed + numbered
+
+
+def check_target(pte_path: Path, force: bool = False) -> None:
+    """Before any work: the bundle can be written at `pte_path` without touching a file that is
+    not cortexm's (cortexm.base.manifest)."""
+    pte_path = Path(pte_path)
+    if pte_path.suffix != ".pte":
+        raise CortexmError(f"{pte_path}: the output must be a .pte path")
+    manifest.check_writable(pte_path)
+    folder, sidecar_file = pte_path.parent, sidecar_path(pte_path)
+    if folder.is_dir():
+        manifest.check_owned(folder, bundle_names(pte_path.stem, folder), _owned(sidecar_file), force,
+                              "choose another -o")
+
+
+def _owned(sidecar_file: Path) -> dict[str, dict] | None:
+    """The manifest of what the sidecar at `sidecar_file` says cortexm wrote (the sidecar too),
+    or for a sidecar of an older cortexm, without one, the files it names as they are now."""
+    if not sidecar_file.is_file():
+        return None
+    written = manifest.read(sidecar_file)
+    if written is not None:
+        return {**written, sidecar_file.name: manifest.entry(sidecar_file)}
+    sidecar = read_sidecar(sidecar_file.with_suffix(".pte"))
+    if sidecar is None:
+        return None
+    names = [sidecar_file.with_suffix(".pte").name, sidecar_file.name, sidecar.get("dialect", ""), sidecar.get("isolated", "")]
+    names += [e.get("file", "") for e in sidecar.get("inputs", [])] + [e.get("reference", "") for e in sidecar.get("outputs", [])]
+    folder = sidecar_file.parent
+    return manifest.of_files(folder, [n for n in names if isinstance(n, str) and n and (folder / n).is_file()])
+
+
+def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
+    """Write the bundle for `result`; refuses to replace files cortexm did not write (unless
+    `force`), and removes files of an earlier export of its own it no longer writes."""
+    pte_path = Path(pte_path)
+    check_target(pte_path, force)
+    folder = pte_path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = pte_path.stem
+    sidecar = dict(result.sidecar)
+    # File names follow the .pte's name, not the model's.
+    sidecar["dialect"] = f"{stem}.dialect.txt"
+    if result.isolated is not None:
+        sidecar["isolated"] = f"{stem}.isolated.pte"
+    sidecar["inputs"] = [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(sidecar["inputs"])]
+    sidecar["outputs"] = [dict(e, reference=f"{stem}.reference-{k}.bin") for k, e in enumerate(sidecar["outputs"])]
+    sidecar_file = sidecar_path(pte_path)
+    before = _owned(sidecar_file) or {}
+    files: list[tuple[Path, bytes]] = [(pte_path, result.pte)]
+    files.append((folder / sidecar["dialect"], result.dialect.encode()))
+    if result.isolated is not None:
+        files.append((folder / sidecar["isolated"], result.isolated))
+    files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs)]
+    files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references)]
+    for path, data in files:
+        _atomic_write(path, data)
+    sidecar[manifest.KEY] = manifest.of_files(folder, [p.name for p, _ in files])
+    _atomic_write(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())
+    for stale in set(before) - {p.name for p, _ in files} - {sidecar_file.name}:
+        if manifest.matches(folder / stale, before[stale]):
+            (folder / stale).unlink()
+    return [p for p, _ in files] + [sidecar_file]
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,62 @@
+"""Output: terminal tables and the inspection report (plain when not on a TTY); size.py breaks a
+runner ELF's flash and RAM down by the component each byte came from."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+_console: Console | None = None
+
+
+def console() -> Console:
+    global _console
+    if _console is None:
+        import sys
+
+        # Off a terminal rich assumes 80 columns and wraps tables; logs and pipes want whole lines.
+        width = None if sys.stdout.isatty() else 200
+        _console = Console(highlight=False, soft_wrap=True, width=width)
+    return _console
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
+    t = Table(*headers, title=title, box=None, pad_edge=False, header_style="bold")
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    console().print(t)
+
+
+def print_inspection(report: dict[str, Any]) -> None:
+    out = console()
+    segments = report["segment_data_size"]
+    out.print(f"{report['file']}: ExecuTorch program (schema {report['schema_version']}), "
+              f"{report['file_size']} B = {report['program_size']} B program"
+              + (f" + {segments} B segments" if segments else ""))
+    exported = report.get("exported")
+    if exported:
+        et = exported.get("executorch", {})
+        out.print(f"exported: {exported['name']} for {exported['target']} (CMSIS-NN {exported['backend']}) "
+                  f"by executorch {et.get('version', '?')} ({str(et.get('git_version', '?'))[:12]})")
+    for method in report["methods"]:
+        planned = method["planned_buffers"]
+        out.print(f"method {method['name']}: {sum('operator' in c for c in method['calls'])} kernel calls of "
+                  f"{len(method['operators'])} operators; planned memory {sum(planned)} B"
+                  + (f" in {len(planned)} buffers" if len(planned) > 1 else "")
+                  + f"; constants {method['constant_bytes']} B")
+        for kind in ("inputs", "outputs"):
+            for k, io in enumerate(method[kind]):
+                out.print(f"  {kind[:-1]} {k}: {io['text']}")
+        rows = []
+        for c in method["calls"]:
+            if "operator" in c:
+                sb = c.get("scratch_bytes")
+                scratch = "?" if sb is None else " + ".join(f"{b} B" for b in sb)
+                rows.append([c["index"], c["operator"], c["values"], scratch])
+            elif "delegate" in c:
+                rows.append([c["index"], f"delegate {c['delegate']}", c["values"], ""])
+            else:
+                rows.append([c["index"], c["instruction"], "", ""])
+        table(["#", "operator", "values", "scratch"], rows)

@@ -1,0 +1,240 @@
+"""Running a .pte on a simulated core and reading back its outputs.
+
+    result = run_pte("conv2d.pte", "cortex-m7")              # QEMU, the sidecar's inputs
+    result = run_pte("kws.pte", "cortex-m7", ["mfcc_yes.h"]) # inputs: .bin, .npy, C headers
+    result.outputs[0]          # numpy, the model's dtype and shape, laid out in its dim order
+    result.instructions        # execute()'s instruction count (QEMU)
+    result.max_diff_lsb        # against the sidecar's reference, in quantization steps
+
+The runner is the suite's when it registers every operator the program calls,
+else one built for this program alone. A failed run raises RunError, whose
+message is the runner's first failure line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cortexm import sim
+
+from cortexm.base import manifest
+from cortexm.base.errors import CortexmError
+from cortexm.pte.sidecar import read_sidecar
+from cortexm.firmware import Runner, build_runner, model_ops, suite_ops
+from cortexm.sim.inputs import read_input
+from cortexm.pte import load
+from cortexm.pte.program import ExecutionPlan, TensorValue
+from cortexm.base.targets import Core
+from cortexm.base.targets import core as core_named
+from cortexm.testing.compare import DTYPES, OutputDiff, compare, reference_outputs, to_logical
+
+# Bytes of a non-tensor input or output as the runner reads and writes it.
+_SCALARS = {bool: (1, np.bool_), int: (8, np.int64), float: (8, np.float64)}
+# In a --keep folder: what the run wrote there (cortexm.base.manifest), so the next run may replace it.
+KEEP_MANIFEST = ".cortexm-run.json"
+
+
+class RunError(CortexmError):
+    """The model ran and failed; `result` has the simulator's whole log."""
+
+    def __init__(self, message: str, result: sim.SimResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class RunResult:
+    pte: Path
+    core: Core
+    simulator: str
+    runner: Runner
+    outputs: list[np.ndarray]
+    sim_result: sim.SimResult
+    # Per output, against the sidecar's reference (empty without one): max |diff| in
+    # quantization steps, how many elements differ, the worst ones.
+    diffs: list[OutputDiff] = field(default_factory=list)
+    qtol: int | None = None  # the sidecar's allowed difference, in steps
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def instructions(self) -> int | None:
+        return self.sim_result.instructions
+
+    @property
+    def log(self) -> str:
+        return self.sim_result.log
+
+    @property
+    def max_diff_lsb(self) -> float | None:
+        return max((d.max_lsb for d in self.diffs), default=None)
+
+    @property
+    def within_tolerance(self) -> bool | None:
+        """All outputs within the sidecar's qtol of the reference (None: nothing to compare)."""
+        if not self.diffs or self.qtol is None:
+            return None
+        return self.max_diff_lsb <= self.qtol
+
+
+def run_pte(
+    pte: str | Path,
+    core: Core | str,
+    sim_name: str = "qemu",
+    inputs: list[str | Path] | None = None,
+    *,
+    runner: Runner | None = None,
+    executorch_src: str | Path | None = None,
+    cmsis_nn_src: str | Path | None = None,
+    fvp: str | Path | None = None,
+    workdir: str | Path | None = None,
+    timeout: float = sim.DEFAULT_TIMEOUT,
+    progress=None,
+    extra_args: tuple[str, ...] = (),
+) -> RunResult:
+    """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (files
+    cortexm.sim.inputs reads: raw .bin in the program's dim order, .npy, C headers; default: the
+    sidecar's), on `runner` or the one `runner_for` picks."""
+    pte = Path(pte)
+    core = core_named(core) if isinstance(core, str) else core
+    plan = load(pte).plan()
+    sidecar = read_sidecar(pte)
+    input_bytes(pte, plan, sidecar, inputs)  # a bad input says so before a runner is built
+    simulator = sim.for_core(core, sim_name, fvp)
+    simulator.require(core)  # before a build that could not be run anyway
+    runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
+                                  cmsis_nn_src=cmsis_nn_src, progress=progress)
+    result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout, extra_args=extra_args)
+    if not result.ok:
+        raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): {result.failure_line}", result)
+    outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
+
+    run = RunResult(pte, core, simulator.name, runner, outputs, result)
+    mismatch = core_mismatch(pte, core)
+    if mismatch:
+        run.warnings.append(mismatch)
+    if sidecar and all((pte.parent / e.get("reference", "")).is_file() for e in sidecar.get("outputs", [])):
+        run.qtol = sidecar.get("qtol")
+        references = reference_outputs(pte, sidecar)
+        run.diffs = [compare(out, ref, entry, k)
+                     for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar["outputs"]))]
+    return run
+
+
+def core_mismatch(pte: Path, core: Core) -> str | None:
+    """Says so when the sidecar names another core than the one `pte` is run on."""
+    sidecar = read_sidecar(Path(pte))
+    if not sidecar or sidecar.get("target") in (None, core.name):
+        return None
+    return (f"{Path(pte).name} was exported for {sidecar['target']} (CMSIS-NN {sidecar.get('backend')}), "
+            f"it runs on {core.name} (CMSIS-NN {core.backend})")
+
+
+def runner_for(pte: Path, core: Core, simulator: sim.Simulator, **build_args) -> Runner:
+    """The suite's runner when it registers every operator `pte` calls, else one for `pte` alone."""
+    covered = set(model_ops(pte)) <= set(suite_ops())
+    return build_runner(core, board=simulator.board(core), model=None if covered else pte, **build_args)
+
+
+def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inputs: list | None = None,
+            workdir: str | Path | None = None, timeout: float = sim.DEFAULT_TIMEOUT,
+            extra_args: tuple[str, ...] = ()) -> tuple[sim.SimResult, list[bytes]]:
+    """One run of `pte` with upstream's protocol: the simulator's result and the raw
+    outputs (empty when the run failed). The inputs default to the sidecar's; `extra_args`
+    go to the runner (e.g. --guard, --fill)."""
+    pte = Path(pte)
+    plan = load(pte).plan()
+    data = input_bytes(pte, plan, read_sidecar(pte), inputs)
+    folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cortexm-run-"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pte, folder / sim.protocol.PROGRAM)
+        names = [f"i{k}.bin" for k in range(len(data))]
+        for name, raw_input in zip(names, data):
+            (folder / name).write_bytes(raw_input)
+        result = simulator.run(runner.elf, core, folder, [*sim.command_line(names), *extra_args], timeout)
+        raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]
+        if runner.options.coverage and (folder / "coverage.bin").is_file():
+            from cortexm.testing import coverage
+
+            coverage.absorb(runner, (folder / "coverage.bin").read_bytes())
+    finally:
+        if workdir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return result, raw
+
+
+def input_bytes(pte: Path, plan: ExecutionPlan, sidecar: dict | None, given: list | None) -> list[bytes]:
+    """The bytes of each input the runner reads: `given` files, else the sidecar's."""
+    if given is None:
+        if sidecar is None:
+            raise CortexmError(f"{pte}: no sidecar ({pte.with_suffix('.json').name}) with example inputs; give the inputs")
+        given = [pte.parent / entry["file"] for entry in sidecar.get("inputs", [])]
+    if len(given) != len(plan.inputs):
+        raise CortexmError(f"{pte.name} takes {len(plan.inputs)} inputs, {len(given)} given")
+    data = []
+    for k, (spec, index) in enumerate(zip(given, plan.inputs)):
+        raw = read_input(spec, plan.values[index], k)
+        expected, what = _value_bytes(plan, index)
+        if len(raw) != expected:
+            raise CortexmError(f"input {k}: {spec} has {len(raw)} B, the program's input {k} is {what} = {expected} B")
+        data.append(raw)
+    return data
+
+
+def prepare_keep(folder: Path, force: bool) -> None:
+    """Before a run in `folder` (--keep): it is new, empty, or holds only what an earlier run
+    wrote there (which is then removed); anything else is the user's (--force writes over the
+    files a run writes, and leaves the others alone)."""
+    folder = Path(folder)
+    manifest.check_writable(folder, "--keep", folder=True)
+    manifest.check_folder_owned(folder, KEEP_MANIFEST, force, "choose another --keep folder")
+    if not folder.is_dir():
+        return
+    for name in manifest.read(folder / KEEP_MANIFEST) or {}:
+        if "/" not in name and name not in ("", ".", ".."):  # a run writes no subfolders
+            (folder / name).unlink(missing_ok=True)
+    (folder / KEEP_MANIFEST).unlink(missing_ok=True)
+
+
+def seal_keep(folder: Path) -> None:
+    """After a run in `folder`: the manifest of what it wrote, written last."""
+    written = manifest.of_folder(folder, skip=KEEP_MANIFEST)
+    partial = Path(folder) / (KEEP_MANIFEST + ".partial")
+    partial.write_text(json.dumps({"tool": "cortexm run", manifest.KEY: written}, indent=1) + "\n")
+    os.replace(partial, Path(folder) / KEEP_MANIFEST)
+
+
+def _value_bytes(plan: ExecutionPlan, index: int) -> tuple[int, str]:
+    value = plan.values[index]
+    if isinstance(value, TensorValue):
+        return value.nbytes, value.describe()
+    size, dtype = _SCALARS.get(type(value), (0, None))
+    return size, f"a {np.dtype(dtype).name if dtype else type(value).__name__} scalar"
+
+
+def _read_output(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        raise CortexmError(f"the runner reported success but wrote no {path.name}") from None
+
+
+def from_raw(data: bytes, value, what: str = "output") -> np.ndarray:
+    """Raw bytes in a value's dim order -> array of its logical shape (strides in that order)."""
+    if not isinstance(value, TensorValue):
+        size, dtype = _SCALARS.get(type(value), (0, None))
+        if dtype is None or len(data) != size:
+            raise CortexmError(f"{what}: {len(data)} B for a {type(value).__name__} value")
+        return np.frombuffer(data, dtype).reshape(())
+    if value.dtype not in DTYPES:
+        raise CortexmError(f"{what}: {value.dtype} has no numpy type")
+    if len(data) != value.nbytes:
+        raise CortexmError(f"{what}: {len(data)} B, expected {value.describe()} = {value.nbytes} B")
+    return to_logical(data, value.dtype, list(value.sizes), list(value.dim_order))

@@ -1,0 +1,74 @@
+"""What a source tree or folder is, as a short string: the part of a build's cache key
+that changes exactly when its content does.
+
+A git checkout is its commit plus a digest of its uncommitted changes (tracked
+edits and untracked files); anything else is its NAR hash (cortexm.sources.nar), the
+hash Nix and the pin file use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from cortexm import sources
+
+from cortexm.sources import nar
+
+
+@dataclass(frozen=True)
+class TreeIdentity:
+    rev: str | None  # git commit, None when not a git checkout
+    changes: str | None  # digest of uncommitted changes, None when clean
+    nar_hash: str | None  # set when not a git checkout
+
+    @property
+    def key(self) -> str:
+        if self.rev is None:
+            return f"nar:{self.nar_hash}"
+        return f"git:{self.rev}" + (f"+{self.changes}" if self.changes else "")
+
+    def describe(self) -> str:
+        if self.rev is None:
+            return f"content {self.nar_hash}"
+        return self.rev + (f" with uncommitted changes ({self.changes})" if self.changes else "")
+
+
+def _git(path: Path, *args: str) -> bytes:
+    out = subprocess.run(["git", "-C", str(path), *args], capture_output=True, timeout=120)
+    return out.stdout if out.returncode == 0 else b""
+
+
+@lru_cache(maxsize=None)
+def tree(path: Path) -> TreeIdentity:
+    """The identity of the tree at `path` (computed once per process)."""
+    rev = sources.git_rev(path)
+    if rev is None:
+        return TreeIdentity(None, None, nar.nar_hash(path))
+    digest = hashlib.sha256(_git(path, "diff", "HEAD", "--binary"))
+    untracked = _git(path, "ls-files", "--others", "--exclude-standard", "-z").split(b"\0")
+    for name in sorted(n for n in untracked if n):
+        digest.update(name + b"\0")
+        file = path / name.decode(errors="surrogateescape")
+        if file.is_file():
+            digest.update(file.read_bytes())
+    changed = bool(_git(path, "status", "--porcelain").strip())
+    return TreeIdentity(rev, digest.hexdigest()[:16] if changed else None, None)
+
+
+# Beside the firmware sources but never read by a build: documentation, Nix packaging.
+NOT_BUILD_INPUTS = (".md", ".nix")
+
+
+def files_digest(*folders: Path) -> str:
+    """sha256 over the names and contents of every file below `folders` that a build reads."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for file in sorted(p for p in folder.rglob("*")
+                           if p.is_file() and "__pycache__" not in p.parts and p.suffix not in NOT_BUILD_INPUTS):
+            digest.update(str(file.relative_to(folder.parent)).encode() + b"\0")
+            digest.update(file.read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,91 @@
+"""The package's layout: stages as packages, no import cycles, the CLI on top.
+
+Imports are read from the source (cortexm.base.imports: every `import` and
+`from ... import`, inside functions too), so the graph is the one a reader sees,
+whatever runs first.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import cortexm
+from cortexm.base.imports import graph as import_graph
+
+PACKAGE = Path(cortexm.__file__).resolve().parent
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph(PACKAGE))
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_cycle_check_sees_a_cycle(tmp_path):
+    # The check above can fail: two modules of a package that import each other, one lazily.
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from pkg import a\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.c"] == {"pkg.a"}
+    assert cycles(graph) == [["pkg.a", "pkg.sub.b"]]
+
+
+def test_the_cli_is_on_top():
+    graph = import_graph(PACKAGE)
+    below = {m: sorted(t for t in targets if t == "cortexm.cli" or t.startswith("cortexm.cli."))
+             for m, targets in graph.items() if not m.startswith("cortexm.cli") and m != "cortexm.__main__"}
+    assert not {m: t for m, t in below.items() if t}, "stages that import the CLI"
+
+
+def test_base_stands_alone():
+    graph = import_graph(PACKAGE)
+    outside = {m: sorted(t for t in targets if not t.startswith("cortexm.base"))
+               for m, targets in graph.items() if m.startswith("cortexm.base")}
+    assert not {m: t for m, t in outside.items() if t}
+
+
+def test_the_root_holds_only_the_package_face_and_the_entry_point():
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"]
+    for package in sorted(p for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()):
+        assert ast.get_docstring(ast.parse((package / "__init__.py").read_text())), f"{package.name}: no docstring"
