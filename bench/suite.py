@@ -3,13 +3,14 @@ to upstream's own flow, and how close the conv/linear cases come to the core's M
 
     python bench/suite.py [--target cortex-m7 --target cortex-m55] [-k PATTERN] [--no-upstream]
 
-Cold: empty export and build caches (temporary folders), so every case is
-lowered and the runner is built. Warm: the same run again, nothing changed.
-Stage times are summed over cases; export runs in parallel worker processes,
-so its wall time is what is shown. Upstream: ExecuTorch's own implementation
-tests (`-k test_implementation`, the installed executorch's suite), which lower
-every program afresh, on the same core's runner in the same caches, right after;
-its lowering time is the session's wall minus simulation and runner builds. Instructions per MAC divide a case's whole
+Each run is a fresh process, as a user's is. Cold: empty export and build caches
+(temporary folders), so every case is lowered and the runner is built. Warm: the
+same run again, nothing changed. Stage times are summed over cases; export runs in
+parallel worker processes, so its wall time is what is shown. Upstream: ExecuTorch's
+own implementation tests (`-k test_implementation`, the installed executorch's suite),
+which lower every program afresh, on the same core's runner in the same caches, right
+after; its lowering time is the session's wall minus simulation and runner builds.
+Instructions per MAC divide a case's whole
 execute() count (quantize and dequantize included) by the multiply-accumulates
 of its conv/linear calls; the physical limit is 2 int8 MACs per SMLAD on the M7
 (0.5 instructions per MAC) and 16 per VMLADAVA on the M55 (0.0625).
@@ -22,51 +23,70 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 # Instructions per int8 MAC at the core's best multiply-accumulate instruction.
 LIMIT = {"cortex-m7": 1 / 2, "cortex-m4": 1 / 2, "cortex-m33": 1 / 2, "cortex-m55": 1 / 16}
 
 
-def run_once(core, pattern, jobs):
-    from cortexm.testing import app, simulate
-
-    options = app.Options(cores=[core], pattern=pattern, goldens=app.default_goldens(), jobs=jobs)
+def run_once(core_name, pattern, jobs, exports, builds):
+    """One `cortexm test` run of one core in a fresh process (spawned: imports, the lowering's
+    choice and caches as a user's run has them): wall, stage seconds, statuses, MAC efficiency."""
+    os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     started = time.perf_counter()
+    from cortexm.lowering import backend_source
+    from cortexm.base.targets import core as core_named
+    from cortexm.testing import app, cache, simulate
+
+    core = core_named(core_name)
+    options = app.Options(cores=[core], pattern=pattern, goldens=app.default_goldens(), jobs=jobs)
+    # As `cortexm test` does first: the lowering's trees, CMSIS-NN's buffer-size helper.
+    backend_source.choose(None)
     options.simulators = simulate.simulators([core], "qemu", None, None, progress=lambda _: None)
     build = time.perf_counter() - started
     simulator = options.simulators[core.name]
     if isinstance(simulator, str):
         sys.exit(f"bench: no runner for {core.name}: {simulator}")
     results = app.run(options)
+    app.stop_workers()
     total = time.perf_counter() - started
     # The app spreads the export phase's wall time over the cases: the sum gives it back.
     stages = {"build": build}
     for stage in ("export", "dialect", "verify", "run"):
         stages[stage] = sum(r.seconds.get(stage, 0.0) for r in results)
-    return total, stages, results
+    efficiency = []
+    for r in results:
+        pte = cache.lookup(r.case, core.name, "legacy")
+        if isinstance(pte, Path) and r.instructions and macs(pte) >= 1000:
+            efficiency.append((core.name, r.case, macs(pte), r.instructions, r.instructions / macs(pte)))
+    return total, stages, dict(Counter(r.status for r in results)), len(results), efficiency
 
 
-def upstream_once(core, pattern):
-    """Upstream's flow on this core: (tests lowered, programs simulated, {stage: seconds}, wall)."""
+def upstream_once(core_name, pattern, exports, builds):
+    """Upstream's flow on this core, in a fresh process like run_once: (tests lowered, programs
+    simulated, {stage: seconds}, wall, outcome counts)."""
+    os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     from cortexm.testing import upstream
 
     with tempfile.TemporaryDirectory() as out:
-        run = upstream.run_suite(upstream.test_folder(None), [core.name], "qemu", pattern, Path(out))[core.name]
+        run = upstream.run_suite(upstream.test_folder(None), [core_name], "qemu", pattern, Path(out))[core_name]
         counts, _ = upstream.verdicts(run["junit"])
+        log = run["log"].read_text(errors="replace")
     stats = run["stats"]
     seconds = stats.get("seconds", {})
     if not stats or run["returncode"] not in (0, 1):
-        sys.exit(f"bench: upstream's session on {core.name} stopped (exit {run['returncode']}) before reporting")
+        tail = "\n".join(log.rstrip().splitlines()[-15:])
+        sys.exit(f"bench: upstream's session on {core_name} stopped (exit {run['returncode']}) before reporting:\n{tail}")
     lowered = sum(n for outcome, n in counts.items() if outcome != "skipped")
     build, simulation = seconds.get("runner builds", 0.0), seconds.get("simulation", 0.0)
     stages = {"build": build, "export": run["seconds"] - build - simulation, "run": simulation}
-    return lowered, stats.get("programs", 0), stages, run["seconds"]
+    return lowered, stats.get("programs", 0), stages, run["seconds"], counts
 
 
 def macs(pte: Path) -> int:
     """Multiply-accumulates of the program's conv, depthwise, transpose-conv and linear calls."""
-    from cortexm import library, scratch
+    from cortexm.checking import library, scratch
     from cortexm.pte import load
 
     plan, total = load(pte).plan(), 0
@@ -101,31 +121,34 @@ def main() -> None:
     parser.add_argument("--no-upstream", action="store_true", help="skip upstream's flow")
     args = parser.parse_args()
 
-    from cortexm.targets import core as core_named
-    from cortexm.testing import cache
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from cortexm.base.targets import core as core_named
 
     cores = [core_named(t) for t in (args.target or ["cortex-m7", "cortex-m55"])]
     print(f"{'core':11} {'run':5} {'wall s':>7} " + " ".join(f"{s:>8}" for s in ("build", "export", "dialect", "verify", "run")))
     efficiency, per_program = [], []
+    spawn = multiprocessing.get_context("spawn")
     for core in cores:
         with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as builds:
-            os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
             for label in ("cold", "warm"):
-                total, stages, results = run_once(core, args.pattern, args.jobs)
+                # A pool's workers are daemons, which may not start the export workers.
+                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                    total, stages, statuses, programs, found = pool.submit(
+                        run_once, core.name, args.pattern, args.jobs, exports, builds).result()
                 print(f"{core.name:11} {label:5} {total:7.1f} " + " ".join(f"{stages[s]:8.1f}" for s in ("build", "export", "dialect", "verify", "run")))
-                per_program.append((core.name, f"cortexm {label}", len(results), total, stages))
+                # A benchmark of a run that failed measures nothing: say what the run came to.
+                print(f"{core.name:11} {label}: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
+                per_program.append((core.name, f"cortexm {label}", programs, total, stages))
+            efficiency += found
             if not args.no_upstream:
-                lowered, simulated, stages, total = upstream_once(core, args.upstream_k)
+                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                    lowered, simulated, stages, total, counts = pool.submit(
+                        upstream_once, core.name, args.upstream_k, exports, builds).result()
+                print(f"{core.name:11} upstream: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
                 print(f"{core.name:11} {'upstr':5} {total:7.1f} " + " ".join(f"{stages.get(s, 0.0):8.1f}" for s in ("build", "export", "dialect", "verify", "run")))
                 per_program.append((core.name, f"upstream ({simulated} run)", lowered, total, stages))
-            for r in results:
-                pte = cache.lookup(r.case, core.name, "legacy")
-                if not isinstance(pte, Path) or not r.instructions:
-                    continue
-                n = macs(pte)
-                if n >= 1000:
-                    efficiency.append((core.name, r.case, n, r.instructions, r.instructions / n))
-        os.environ.pop("CORTEXM_EXPORT_CACHE"), os.environ.pop("CORTEXM_BUILD_CACHE")
     print()
     # Per program: the whole wall, and the wall without runner builds (one per core either way).
     print(f"{'core':11} {'flow':22} {'programs':>8} {'s/program':>10} {'without build':>14}")

@@ -238,6 +238,14 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     return _POOLS[key]
 
 
+def stop_workers() -> None:
+    """Stop the export workers now; a process that ends without running atexit (a
+    multiprocessing worker) would otherwise wait for them for ever."""
+    for pool in _POOLS.values():
+        pool.shutdown(cancel_futures=True)
+    _POOLS.clear()
+
+
 def _run_export(case: str, core: Core, options: Options) -> Path | str:
     try:
         return Path(_export_job(case, core.name, options.layout, _str(_case_file(case))))
