@@ -164,6 +164,25 @@ def test_damaged_runner_in_the_build_cache_is_built_again(runners):
     assert any("its build.json is unreadable" in n for n in notes), notes
 
 
+@needs_firmware
+def test_another_checkout_of_the_project_builds_in_a_folder_of_its_own(runners, tmp_path, monkeypatch):
+    import shutil
+
+    from cortexm.firmware import build_runner, paths
+
+    # A second checkout (a clone, a worktree) whose kernels/ differ from the first's: CMake ties a
+    # build folder to its source folder, so the first checkout's folder must not be handed to it.
+    copy = tmp_path / "checkout"
+    shutil.copytree(paths.kernels(), copy / "kernels")
+    shutil.copytree(paths.boards(), copy / "fvp" / "boards")
+    with (copy / "kernels" / "CMakeLists.txt").open("a") as f:
+        f.write("# another checkout\n")
+    monkeypatch.setenv("CORTEXM_FIRMWARE_SRC", str(copy))
+    runner = build_runner("cortex-m7")
+    assert runner.work() is not None and runner.work() != runners["cortex-m7"].work()
+    assert f"CMAKE_HOME_DIRECTORY:INTERNAL={copy / 'kernels'}" in (runner.work() / "CMakeCache.txt").read_text()
+
+
 # --- run: inputs as a user has them, files it may touch -------------------------------------
 
 @needs_firmware

@@ -167,10 +167,12 @@ def build_runner(
     }
     # One CMake folder serves builds that differ in operators, options, the project's own
     # files or the trees' content (a contributor's edit): ninja rebuilds what those change (it
-    # tracks files and command lines). Only where the trees are, and the tools, pick the folder.
+    # tracks files and command lines). Only where the trees and the project are, and the tools,
+    # pick the folder: CMake ties a folder to its source, so another checkout of this project
+    # (a clone, a worktree) with other content gets a folder of its own.
     shared = {k: v for k, v in inputs.items() if k not in ("project", "options", "executorch", "cmsis-nn")}
     shared["coverage"] = options.coverage  # compiled otherwise throughout: a folder of its own
-    work_key = _digest({**shared, "paths": [str(et), str(nn)]})[:12]
+    work_key = _digest({**shared, "paths": [str(et), str(nn), str(paths.kernels()), str(paths.boards())]})[:12]
     inputs["ops"] = list(selected)
     key = _digest(inputs)[:20]
     out = builds_dir() / key
