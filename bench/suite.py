@@ -30,9 +30,12 @@ from pathlib import Path
 LIMIT = {"cortex-m7": 1 / 2, "cortex-m4": 1 / 2, "cortex-m33": 1 / 2, "cortex-m55": 1 / 16}
 
 
-def run_once(core_name, pattern, jobs, exports, builds):
-    """One `cortexm test` run of one core in a fresh process (spawned: imports, the lowering's
-    choice and caches as a user's run has them): wall, stage seconds, statuses, MAC efficiency."""
+STAGES = ("build", "export", "dialect", "verify", "run")
+
+
+def run_once(core_name, pattern, jobs, exports, builds, efficiency=False):
+    """One `cortexm test` run of one core (run it in a fresh process, see in_fresh_process):
+    wall, stage seconds, statuses, programs, and with `efficiency` the MAC efficiency rows."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     started = time.perf_counter()
     from cortexm.lowering import backend_source
@@ -49,22 +52,37 @@ def run_once(core_name, pattern, jobs, exports, builds):
     if isinstance(simulator, str):
         sys.exit(f"bench: no runner for {core.name}: {simulator}")
     results = app.run(options)
-    app.stop_workers()
     total = time.perf_counter() - started
     # The app spreads the export phase's wall time over the cases: the sum gives it back.
     stages = {"build": build}
     for stage in ("export", "dialect", "verify", "run"):
         stages[stage] = sum(r.seconds.get(stage, 0.0) for r in results)
-    efficiency = []
-    for r in results:
+    rows = []
+    for r in results if efficiency else ():
         pte = cache.lookup(r.case, core.name, "legacy")
-        if isinstance(pte, Path) and r.instructions and macs(pte) >= 1000:
-            efficiency.append((core.name, r.case, macs(pte), r.instructions, r.instructions / macs(pte)))
-    return total, stages, dict(Counter(r.status for r in results)), len(results), efficiency
+        n = macs(pte) if isinstance(pte, Path) and r.instructions else 0
+        if n >= 1000:
+            rows.append((core.name, r.case, n, r.instructions, r.instructions / n))
+    return total, stages, dict(Counter(r.status for r in results)), len(results), rows
+
+
+def in_fresh_process(fn, *args):
+    """fn(*args) in a spawned process: imports, the lowering's choice and caches as a user's
+    run has them. (A multiprocessing pool's workers are daemons, which may not start the
+    export workers; an executor's are not.)"""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def print_row(core_name, label, total, stages):
+    print(f"{core_name:11} {label:5} {total:7.1f} " + " ".join(f"{stages.get(s, 0.0):8.1f}" for s in STAGES))
 
 
 def upstream_once(core_name, pattern, exports, builds):
-    """Upstream's flow on this core, in a fresh process like run_once: (tests lowered, programs
+    """Upstream's flow on this core (in a fresh process, as run_once): (tests lowered, programs
     simulated, {stage: seconds}, wall, outcome counts)."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     from cortexm.testing import upstream
@@ -121,33 +139,26 @@ def main() -> None:
     parser.add_argument("--no-upstream", action="store_true", help="skip upstream's flow")
     args = parser.parse_args()
 
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     from cortexm.base.targets import core as core_named
 
     cores = [core_named(t) for t in (args.target or ["cortex-m7", "cortex-m55"])]
-    print(f"{'core':11} {'run':5} {'wall s':>7} " + " ".join(f"{s:>8}" for s in ("build", "export", "dialect", "verify", "run")))
+    print(f"{'core':11} {'run':5} {'wall s':>7} " + " ".join(f"{s:>8}" for s in STAGES))
     efficiency, per_program = [], []
-    spawn = multiprocessing.get_context("spawn")
     for core in cores:
         with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as builds:
             for label in ("cold", "warm"):
-                # A pool's workers are daemons, which may not start the export workers.
-                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                    total, stages, statuses, programs, found = pool.submit(
-                        run_once, core.name, args.pattern, args.jobs, exports, builds).result()
-                print(f"{core.name:11} {label:5} {total:7.1f} " + " ".join(f"{stages[s]:8.1f}" for s in ("build", "export", "dialect", "verify", "run")))
+                total, stages, statuses, programs, found = in_fresh_process(
+                    run_once, core.name, args.pattern, args.jobs, exports, builds, label == "warm")
+                print_row(core.name, label, total, stages)
                 # A benchmark of a run that failed measures nothing: say what the run came to.
                 print(f"{core.name:11} {label}: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
                 per_program.append((core.name, f"cortexm {label}", programs, total, stages))
-            efficiency += found
+                efficiency += found
             if not args.no_upstream:
-                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                    lowered, simulated, stages, total, counts = pool.submit(
-                        upstream_once, core.name, args.upstream_k, exports, builds).result()
+                lowered, simulated, stages, total, counts = in_fresh_process(
+                    upstream_once, core.name, args.upstream_k, exports, builds)
                 print(f"{core.name:11} upstream: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
-                print(f"{core.name:11} {'upstr':5} {total:7.1f} " + " ".join(f"{stages.get(s, 0.0):8.1f}" for s in ("build", "export", "dialect", "verify", "run")))
+                print_row(core.name, "upstr", total, stages)
                 per_program.append((core.name, f"upstream ({simulated} run)", lowered, total, stages))
     print()
     # Per program: the whole wall, and the wall without runner builds (one per core either way).

@@ -126,8 +126,7 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
 
     lowered = lower(bundle, core, layout)
     program = lowered.edge.exported_program()
-    title = f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})"
-    text = dialect.render(program, title)
+    text = dialect.render(program, _title(bundle, core))
     with _stage(bundle, core, "to_executorch"):
         import copy
 
@@ -199,7 +198,12 @@ def lowered_text(bundle, core) -> str:
     if known:
         raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
                            "the defect looks fixed here, update its record in cortexm/cases/defects.py")
-    return dialect.render(edge.exported_program(), f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})")
+    return dialect.render(edge.exported_program(), _title(bundle, core))
+
+
+def _title(bundle: ModelBundle, core: Core) -> str:
+    """The dialect text's title line: what was lowered, for which core and CMSIS-NN variant."""
+    return f"{bundle.name} for {core.name} (CMSIS-NN {core.backend})"
 
 
 def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:

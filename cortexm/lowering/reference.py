@@ -26,7 +26,6 @@ from cortexm.base.errors import CortexmError
 from cortexm.pte.program import SCALAR_TYPES
 
 
-
 def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "forward",
              kernels: dict | None = None, observe=None) -> list[np.ndarray]:
     """The outputs of `method` for `inputs` (logical layout), as numpy arrays in logical layout.

@@ -223,8 +223,8 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     """Export workers that live as long as this process: a sweep's shrinking or a long test
     session pays for importing torch and ExecuTorch once per worker, not once per batch.
     A new choice of lowering source (cortexm.lowering.backend_source) gets new workers."""
-    import atexit
     import multiprocessing
+    import multiprocessing.util
 
     key = (jobs, os.environ.get(backend_source.ENV))
     if key not in _POOLS:
@@ -234,16 +234,11 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
         # Workers are fresh interpreters: silence torch's and torchao's import chatter there too.
         _POOLS[key] = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                           initializer=quiet_lowering_imports)
-        atexit.register(_POOLS[key].shutdown, cancel_futures=True)
+        # Stopped at exit, before multiprocessing joins its children: also in a process that is
+        # itself a multiprocessing worker, which ends without atexit and would wait on them. The
+        # priority puts it before multiprocessing's own finalizers (its queues close at 10).
+        multiprocessing.util.Finalize(None, _POOLS[key].shutdown, kwargs={"cancel_futures": True}, exitpriority=100)
     return _POOLS[key]
-
-
-def stop_workers() -> None:
-    """Stop the export workers now; a process that ends without running atexit (a
-    multiprocessing worker) would otherwise wait for them for ever."""
-    for pool in _POOLS.values():
-        pool.shutdown(cancel_futures=True)
-    _POOLS.clear()
 
 
 def _run_export(case: str, core: Core, options: Options) -> Path | str:

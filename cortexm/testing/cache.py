@@ -33,20 +33,21 @@ _EXPORT_ROOTS = ("cortexm.lowering.export", "cortexm.lowering.modelsource", "cor
 _EXPORT_JOB = "testing/app.py"
 
 
+_PACKAGE = Path(__file__).resolve().parent.parent  # cortexm/
+
+
 def code_files() -> list[Path]:
     """This package's source files that shape a cached export."""
-    package = Path(__file__).resolve().parent.parent
-    modules = imports.modules(package)
-    shaping = imports.closure(imports.graph(package), list(_EXPORT_ROOTS))
-    return sorted({modules[m] for m in shaping} | {package / _EXPORT_JOB})
+    modules = imports.modules(_PACKAGE)
+    shaping = imports.closure(_PACKAGE, list(_EXPORT_ROOTS))
+    return sorted({modules[m] for m in shaping} | {_PACKAGE / _EXPORT_JOB})
 
 
 @lru_cache(maxsize=None)
 def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
-    root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for f in code_files():
-        h.update(str(f.relative_to(root)).encode())
+        h.update(str(f.relative_to(_PACKAGE)).encode())
         h.update(f.read_bytes())
     for dist in ("torch", "executorch"):
         try:
