@@ -31,7 +31,6 @@ buildPythonPackage {
     root = ../.;
     fileset = lib.fileset.unions [
       ../pyproject.toml
-      ../README.md
       ../pins.toml
       ./.
       ../kernels
@@ -39,6 +38,11 @@ buildPythonPackage {
       ../tests/goldens
     ];
   };
+
+  # Without README.md, so that an edit there rebuilds nothing; poetry-core would look for it.
+  postPatch = ''
+    sed -i '/^readme = /d' pyproject.toml
+  '';
 
   build-system = [ poetry-core ];
   # pyproject.toml's dependencies, as nixpkgs names them.

@@ -24,7 +24,7 @@ stdenv.mkDerivation {
 
   src = requireFile {
     inherit name;
-    inherit (file) sha256;
+    hash = import ../nix/sri.nix file.sha256;
     message = ''
       The Corstone-300 FVP is under Arm's EULA; Nix cannot download it for you.
         1. Download ${file.url}

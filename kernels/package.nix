@@ -15,11 +15,10 @@
   board ? null, # board support folder under fvp/boards; null: the core's QEMU board
 }:
 let
-  # What `cortexm build` imports, and the codegen it runs (torchgen, yaml).
+  # The codegen the build runs (torchgen, yaml), and flatc; the build driver needs only the stdlib.
   buildPython = python.withPackages (
     ps:
     [
-      ps.click
       ps.pyyaml
       ps.torch
     ]
@@ -30,13 +29,20 @@ stdenvNoCC.mkDerivation {
   pname = "cortexm-kernels-${lib.removePrefix "cortex-" core}";
   version = (lib.importTOML ../pyproject.toml).project.version;
 
+  # Only what a runner build reads: the build driver (cortexm.firmware.build and what it imports;
+  # tests/test_nix.py checks the list against the import graph), the CMake project and the boards.
+  # An edit elsewhere in cortexm/ (a report, the CLI) rebuilds no runner.
   src = lib.fileset.toSource {
     root = ../.;
     fileset = lib.fileset.unions [
       ../pins.toml
-      ../cortexm
+      ../cortexm/__init__.py
+      ../cortexm/base
+      ../cortexm/firmware
+      ../cortexm/pte
+      ../cortexm/sources
       ./.
-      ../fvp
+      ../fvp/boards
     ];
   };
 
@@ -55,9 +61,13 @@ stdenvNoCC.mkDerivation {
   buildPhase = ''
     runHook preBuild
     export XDG_CACHE_HOME=$TMPDIR/cache CORTEXM_BUILD_JOBS=$NIX_BUILD_CORES
-    python -m cortexm build --target ${core} ${
-      lib.optionalString (board != null) "--board ${board}"
-    } --json > build.out.json
+    # The build driver itself, not the CLI: the CLI imports every stage.
+    python - <<'EOF'
+    import json
+    from cortexm.firmware import build_runner
+    runner = build_runner("${core}", board=${if board == null then "None" else ''"${board}"''})
+    json.dump({"elf": str(runner.elf)}, open("build.out.json", "w"))
+    EOF
     runHook postBuild
   '';
 
@@ -65,11 +75,12 @@ stdenvNoCC.mkDerivation {
     runHook preInstall
     elf=$(python -c 'import json; print(json.load(open("build.out.json"))["elf"])')
     mkdir -p $runner $out/lib $out/include
-    cp "$(dirname "$elf")"/* $runner/
+    cp "$(dirname "$elf")"/{executor_runner.elf,executor_runner.map,build.json} $runner/
     work=$(dirname "$(find $XDG_CACHE_HOME -name CMakeCache.txt | head -n 1)")
     find "$work" -name '*.a' -exec cp {} $out/lib/ \;
-    find "$work/CMakeFiles/kernel_registration.dir" -name '*.obj' -print0 \
-      | xargs -0 ''${CORTEXM_TOOLCHAIN_PREFIX}ar rcs $out/lib/libkernel_registration.a
+    # Sorted members and D (no timestamps): the same bytes on every build.
+    find "$work/CMakeFiles/kernel_registration.dir" -name '*.obj' -print0 | sort -z \
+      | xargs -0 ''${CORTEXM_TOOLCHAIN_PREFIX}ar rcsD $out/lib/libkernel_registration.a
     cp -r "$work"/schema/include/. $out/include/
     if [ -d "$work/kernel_num" ]; then cp -r "$work"/kernel_num/. $out/include/; fi
     runHook postInstall

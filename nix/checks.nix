@@ -4,6 +4,7 @@
 {
   lib,
   runCommand,
+  runCommandCC,
   pins,
   inputs,
   cores,
@@ -85,10 +86,11 @@ let
     ) pinned
   );
 
-  # A script run in that checkout, with cortexm and QEMU.
-  inSource =
-    name: env: script:
-    runCommand "cortexm-${name}"
+  # A script run in that checkout, with cortexm and QEMU (`run`: runCommand, or runCommandCC
+  # where a C compiler is needed).
+  inSourceWith =
+    run: name: env: script:
+    run "cortexm-${name}"
       (
         {
           nativeBuildInputs = [
@@ -105,6 +107,7 @@ let
         mkdir -p $out
         ${script}
       '';
+  inSource = inSourceWith runCommand;
 
   qemuSuite =
     core:
@@ -133,8 +136,9 @@ in
         echo "$notes" | tee $out
       '';
 
+  # With a C compiler: the host (ASan/UBSan) runner tests run instead of skipping.
   pytest =
-    inSource "pytest"
+    inSourceWith runCommandCC "pytest"
       {
         nativeBuildInputs = [
           (python.withPackages (ps: [ ps.cortexm ] ++ ps.cortexm.optional-dependencies.test))

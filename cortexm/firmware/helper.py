@@ -2,7 +2,9 @@
 
 What enters: a CMSIS-NN source tree. What leaves: the path of its `cmsis_nn` extension
 module (Source/Bindings, CMake option CMSISNN_BUILD_PYBIND) for this Python, built once
-per tree content and cached beside the runner builds.
+per tree content and cached beside the runner builds; or, for the tree it was made from,
+the one $CORTEXM_CMSIS_NN_HELPER names (a folder with the module and its helper.json: the
+Nix package builds it from the flake's cmsis-nn input, cmsis_nn/helper.nix).
 
 ExecuTorch's scratch pass sizes every buffer with this module; the wheel bundles one,
 built from whatever CMSIS-NN the wheel was made with. A tree whose buffer-size functions
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 import sysconfig
@@ -24,6 +27,24 @@ from cortexm.base.errors import CortexmError
 from cortexm.sources import identity
 
 RECORD = "helper.json"
+PREBUILT_ENV = "CORTEXM_CMSIS_NN_HELPER"
+
+
+def prebuilt(tree: Path) -> Path | None:
+    """The module in $CORTEXM_CMSIS_NN_HELPER when it was built from `tree`, else None."""
+    folder = os.environ.get(PREBUILT_ENV)
+    if not folder:
+        return None
+    try:
+        record = json.loads((Path(folder) / RECORD).read_text())
+    except (OSError, ValueError):
+        raise CortexmError(f"${PREBUILT_ENV}={folder} holds no readable {RECORD}: not a CMSIS-NN module folder") from None
+    if Path(record.get("tree", "")).resolve() != Path(tree).resolve():
+        return None  # made from another tree: this one's is built as usual
+    module = Path(folder) / f"cmsis_nn{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    if not module.is_file():
+        raise CortexmError(f"${PREBUILT_ENV}={folder} has no {module.name}: it was built for another Python")
+    return module
 
 
 def build_helper(tree: Path, progress=None) -> Path:
@@ -31,6 +52,9 @@ def build_helper(tree: Path, progress=None) -> Path:
     from cortexm.base import progress as progress_mod
     from cortexm.firmware.build import _locked, _run, builds_dir
 
+    given = prebuilt(tree)
+    if given is not None:
+        return given
     try:
         import pybind11
     except ImportError:

@@ -117,7 +117,9 @@ def choose(executorch_src: str | Path | None = None, cmsis_nn_src: str | Path | 
     """Lower with the trees the runner is built from (flag, environment variable, default
     location; cortexm.sources): the ExecuTorch tree's backends/cortex_m Python, and CMSIS-NN's
     buffer-size module built from the CMSIS-NN tree; the wheel's own where there is no tree.
-    Returns the note to show when the module could not be built ("" otherwise)."""
+    A CMSIS-NN tree whose module cannot be built stops the lowering (never the wheel's bundled
+    module instead: scratch would be planned by another CMSIS-NN than the runner's). Returns
+    "" (kept for callers that show a note)."""
     from cortexm import sources
 
     tree = sources.locate(sources.EXECUTORCH, executorch_src).path
@@ -129,7 +131,8 @@ def choose(executorch_src: str | Path | None = None, cmsis_nn_src: str | Path | 
         try:
             helper = build_helper(cmsis_nn, progress)
         except CortexmError as e:
-            note = f"scratch is sized with the executorch wheel's bundled CMSIS-NN helper: {e}"
+            raise CortexmError(f"cannot size scratch with the CMSIS-NN at {cmsis_nn}: {e} "
+                               "(--lowering installed lowers with the executorch wheel's own CMSIS-NN module)") from None
     activate(tree, helper)
     return note
 

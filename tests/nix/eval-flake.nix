@@ -81,6 +81,14 @@ in
         src = d.src.name or null;
         # What autoPatchelfHook is given to resolve the wheel's libraries with.
         buildInputs = map nameOf (d.buildInputs or [ ]);
+        nativeBuildInputs = map nameOf (d.nativeBuildInputs or [ ]);
+        hash = d.src.outputHash or null;
+        meta = {
+          description = d.meta.description or null;
+          homepage = d.meta.homepage or null;
+          license = d.meta.license.shortName or null;
+          platforms = d.meta.platforms or null;
+        };
         dependencies = map nameOf (d.dependencies or [ ]);
       }) (pythonClosure cortexmPython.dependencies);
       removedDeps = cortexmPython.pythonRemoveDeps;

@@ -23,6 +23,8 @@ let
       in
       x;
     nameValuePair = name: value: { inherit name value; };
+    last = list: builtins.elemAt list (builtins.length list - 1);
+    unique = foldl' (acc: e: if elem e acc then acc else acc ++ [ e ]) [ ];
     genAttrs = names: f: listToAttrs (map (n: nameValuePair n (f n)) names);
     filterAttrs =
       pred: attrs:

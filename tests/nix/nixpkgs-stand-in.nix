@@ -114,6 +114,7 @@ let
     "requiredSystemFeatures"
     # setup hooks: cmake, autoPatchelfHook
     "dontUseCmakeConfigure"
+    "ninjaFlags"
     "autoPatchelfIgnoreMissingDeps"
     "runtimeDependencies"
     "appendRunpaths"
@@ -368,7 +369,8 @@ let
           hostPlatform = {
             inherit system isLinux;
           };
-          cc.cc = package "gcc" "14" { };
+          # The wrapped compiler (a package), and the unwrapped one as its `cc`.
+          cc = package "gcc-wrapper" "14" { passthru.cc = package "gcc" "14" { }; };
         };
         stdenvNoCC = {
           inherit mkDerivation;
@@ -406,6 +408,7 @@ let
           assert sha256 != null || hash != null;
           fixedOutput name "flat" (if hash != null then hash else "sha256:${sha256}");
         runCommand = name: env: buildCommand: mkDerivation (env // { inherit name buildCommand; });
+        runCommandCC = name: env: buildCommand: mkDerivation (env // { inherit name buildCommand; });
         writeShellApplication =
           {
             name,

@@ -1,0 +1,46 @@
+# CMSIS-NN's buffer-size Python module (its CMSISNN_BUILD_PYBIND target), built from the
+# cmsis-nn input for the flake's Python. The lowering sizes scratch with it, so a program is
+# planned by the CMSIS-NN its runner runs, an `--override-input cmsis-nn` one too. cortexm
+# takes it from $CORTEXM_CMSIS_NN_HELPER (cortexm/firmware/helper.py) for that tree instead of
+# compiling one at run time with whatever compiler the host has.
+{
+  lib,
+  stdenv,
+  cmake,
+  ninja,
+  python,
+  cmsis-nn-src,
+}:
+stdenv.mkDerivation {
+  pname = "cmsis-nn-helper";
+  version = cmsis-nn-src.shortRev or "unversioned";
+  src = cmsis-nn-src;
+
+  nativeBuildInputs = [
+    cmake
+    ninja
+    (python.withPackages (ps: [ ps.pybind11 ])) # CMSIS-NN finds pybind11 through `python -m pybind11`
+  ];
+  cmakeFlags = [
+    "-DCMSISNN_BUILD_PYBIND=ON"
+    "-DCMAKE_BUILD_TYPE=Release"
+  ];
+  ninjaFlags = [ "cmsis_nn" ]; # the module (and the library it links), not the rest
+
+  # The module, and the record cortexm reads to tell which tree it was built from.
+  installPhase = ''
+    runHook preInstall
+    mkdir -p $out/lib
+    cp cmsis_nn*.so $out/lib/ # a Python extension is .so on Linux and macOS alike
+    cat > $out/lib/helper.json <<EOF
+    {"tree": "${cmsis-nn-src}", "identity": "cmsis-nn ${cmsis-nn-src.rev or "(a tree without a rev)"}, built by Nix"}
+    EOF
+    runHook postInstall
+  '';
+
+  meta = {
+    description = "CMSIS-NN's buffer-size functions as a Python module, for planning scratch buffers";
+    homepage = "https://github.com/ARM-software/CMSIS-NN";
+    license = lib.licenses.asl20;
+  };
+}
