@@ -34,6 +34,7 @@ let
     mapAttrsToList = f: attrs: map (n: f n attrs.${n}) (builtins.attrNames attrs);
     concatMapAttrs = f: attrs: foldl' (acc: n: acc // f n attrs.${n}) { } (builtins.attrNames attrs);
     concatMap = f: list: concatLists (map f list);
+    concatMapStringsSep = sep: f: list: concatStringsSep sep (map f list);
     toUpper = replaceStrings (lowerChars) (upperChars);
     lowerChars = stringToCharacters "abcdefghijklmnopqrstuvwxyz";
     upperChars = stringToCharacters "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
