@@ -59,7 +59,7 @@ def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mod
                                "key": runner.key, "cached": runner.cached, "seconds": runner.seconds,
                                "ops": list(runner.ops)}, indent=2))
         return
-    how = f"cached (built in {runner.seconds:.0f} s)" if runner.cached else f"built in {runner.seconds:.0f} s"
+    how = "cached" if runner.cached else f"built in {runner.seconds:.0f} s"
     click.echo(f"{runner.elf}")
     click.echo(f"  {runner.core.name} on {runner.board}, {len(runner.ops)} operators, {how}, key {runner.key}")
 

@@ -84,13 +84,13 @@ class Runner:
     ops: tuple[str, ...]  # operators registered
     key: str
     cached: bool  # True when nothing was built
-    seconds: float  # how long the build took (when it was made)
+    seconds: float  # how long this call built for (0.0 when it found the runner built)
     options: BuildOptions = field(default_factory=BuildOptions)
 
     def work(self) -> Path | None:
         """The CMake folder it was built in (where a coverage build's counters go)."""
         work = json.loads((self.build_dir / "build.json").read_text()).get("work")
-        return Path(work) if work else None
+        return self.build_dir.parent / work if work else None  # recorded relative to the cache
 
     def trees(self) -> dict[str, Path]:
         """The source trees it was built from, as cortexm.cases.defects names the components
@@ -200,8 +200,10 @@ def build_runner(
              f"building the {core.name} runner", task)
         task.done()
         seconds = time.monotonic() - started
-        _publish(work, out, {"key": key, "inputs": inputs, "seconds": round(seconds, 1), "trees": [str(et), str(nn)],
-                             "work": str(work)})
+        # What was built from what, and nothing of when or where the cache is: two builds of the
+        # same inputs write the same bytes (tests/test_reproducible.py).
+        _publish(work, out, {"key": key, "inputs": inputs, "trees": [str(et), str(nn)],
+                             "work": str(work.relative_to(builds_dir()))})
     say(f"built {out / ELF_NAME} in {seconds:.0f} s")
     return Runner(core, board, out / ELF_NAME, out / MAP_NAME, out, selected, key, False, seconds, options)
 
@@ -219,7 +221,7 @@ def _load_cached(out: Path, core: Core, say: Callable[[str], None], remove: bool
         record = json.loads((out / "build.json").read_text())
         inputs = record["inputs"]
         runner = Runner(core, inputs["board"], out / ELF_NAME, out / MAP_NAME, out, tuple(inputs["ops"]),
-                        record.get("key", out.name), True, record.get("seconds", 0.0), BuildOptions(**inputs["options"]))
+                        record.get("key", out.name), True, 0.0, BuildOptions(**inputs["options"]))
         problem = (manifest.damage(out, record[manifest.KEY]) if manifest.KEY in record
                    else "an older cortexm built it, without a manifest")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:

@@ -32,6 +32,14 @@ set(CMAKE_CXX_FLAGS_INIT "${_cortexm_common} -fno-exceptions -fno-rtti -fno-unwi
 set(CMAKE_ASM_FLAGS_INIT "${_cortexm_cpu_flags}")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "${_cortexm_cpu_flags} -Wl,--gc-sections")
 
+# Deterministic archives (members without timestamps, uids or modes) whatever the ar's default
+# (Debian's is D, a release toolchain's may not be): two builds give the same bytes.
+foreach(_cortexm_lang C CXX ASM)
+  set(CMAKE_${_cortexm_lang}_ARCHIVE_CREATE "<CMAKE_AR> qcD <TARGET> <LINK_FLAGS> <OBJECTS>")
+  set(CMAKE_${_cortexm_lang}_ARCHIVE_APPEND "<CMAKE_AR> qD <TARGET> <LINK_FLAGS> <OBJECTS>")
+  set(CMAKE_${_cortexm_lang}_ARCHIVE_FINISH "<CMAKE_RANLIB> -D <TARGET>")
+endforeach()
+
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
