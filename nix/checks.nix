@@ -58,9 +58,6 @@ let
         ++ lib.optional (
           narHash != null && pin.nar_hash != "" && narHash != pin.nar_hash
         ) "${name}: locked narHash ${narHash}, pins.toml has ${pin.nar_hash}"
-        ++ lib.optional (
-          narHash != null && pin.nar_hash == ""
-        ) "${name}: flake.lock has narHash ${narHash}; record it as nar_hash in pins.toml"
     ) pinned
   );
 
@@ -79,6 +76,10 @@ let
         [
           "${name}: not in flake.lock; locked now at ${got}: commit the lock and record its narHash as nar_hash in pins.toml"
         ]
+      # A first networked lock wrote the hash pins.toml could not establish: reported until it
+      # is recorded there, not failed (flake.lock is what Nix checks the tree against).
+      else if locked.narHash or null != null && pin.nar_hash == "" then
+        [ "${name}: flake.lock has narHash ${locked.narHash}; record it as nar_hash in pins.toml" ]
       else
         lib.optional (
           locked == null || input.rev or null != locked.rev || input.narHash or null != locked.narHash or null
