@@ -16,6 +16,8 @@ GOLDENS = REPO / "tests" / "goldens"
 from cortexm.lowering import backend_source  # noqa: E402
 
 backend_source.activate(None)
+# Before any torch kernel runs here: the lowering's machine-independent float kernels.
+backend_source.portable_float()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -41,6 +41,26 @@ def test_export_is_deterministic(tmp_path):
     assert (tmp_path / "run1/dw.reference-0.bin").read_bytes() == (tmp_path / "run2/dw.reference-0.bin").read_bytes()
 
 
+def test_the_program_does_not_depend_on_the_machines_float_kernels_or_threads():
+    """torch's float kernels round differently by CPU (AVX2, AVX-512, the portable loops) and by
+    thread count; the lowering runs on the portable ones, single-threaded, so what the
+    environment asks for changes nothing (without that, keyword_spotting's weights and
+    requantize multipliers differed between this machine's AVX2 and portable kernels)."""
+    import os
+    import subprocess
+    import sys
+
+    def lowered(**env) -> str:
+        done = subprocess.run([sys.executable, "-m", "cortexm", "dialect", "keyword_spotting", "-t", "cortex-m7",
+                               "--lowering", "installed"], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **env})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    first = lowered(OMP_NUM_THREADS="1", ATEN_CPU_CAPABILITY="default", ONEDNN_MAX_CPU_ISA="SSE41")
+    assert lowered(OMP_NUM_THREADS="2", ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2") == first
+
+
 def test_user_model_file(tmp_path):
     model = tmp_path / "tiny.py"
     model.write_text(

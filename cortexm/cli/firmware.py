@@ -139,7 +139,8 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
         click.echo(json.dumps({"pte": str(program), "target": target_core.name, "sim": sim_name,
                                "elf": str(result.runner.elf), "instructions": result.instructions,
                                "ticks": result.sim_result.ticks, "outputs": rows, "qtol": result.qtol,
-                               "within_tolerance": result.within_tolerance}, indent=2))
+                               "within_tolerance": result.within_tolerance,
+                               "semantic": _semantic_summary(result)}, indent=2))
     else:
         click.echo(f"{program.name} on {target_core.name} ({sim_name} {result.runner.board})")
         for row in rows:
@@ -152,10 +153,25 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
                 click.echo(f"    top {len(row['top'])}: {ranked}")
         if result.qtol is not None and result.within_tolerance is not None:
             verdict = "within" if result.within_tolerance else "OUTSIDE"
-            click.echo(f"  {verdict} the tolerance of {result.qtol} LSB")
+            click.echo(f"  {verdict} the tolerance of {result.qtol} LSB of the integer reference")
+        semantic = _semantic_summary(result)
+        if semantic["means_the_model"] is not None:
+            largest = f" (largest departure {semantic['largest_lsb']:g} LSB)" if semantic["largest_lsb"] else ""
+            click.echo(f"  {'means' if semantic['means_the_model'] else 'DEPARTS from'} the quantized model{largest}"
+                       + (f", float model SQNR {semantic['sqnr_db']:g} dB" if semantic["sqnr_db"] is not None else ""))
+            for line in semantic["departures"]:
+                click.echo(f"    {line}")
         count = f"{result.instructions} instructions" if result.instructions is not None else f"{result.sim_result.ticks} SysTick ticks"
         click.echo(f"  execute(): {count}")
-    return EXIT_PROBLEMS if result.within_tolerance is False else 0
+    return EXIT_PROBLEMS if result.within_tolerance is False or result.means_the_model is False else 0
+
+
+def _semantic_summary(result) -> dict:
+    """The semantic verdict of a run (cortexm.semantic): what `run` prints and --json gives."""
+    record = result.semantic or {}
+    return {"means_the_model": result.means_the_model, "departures": [line for line, _ in result.departures],
+            "largest_lsb": max((p["max_lsb"] for p in record.get("points", [])), default=None),
+            "sqnr_db": min((f["sqnr_db"] for f in record.get("float", []) if f.get("sqnr_db") is not None), default=None)}
 
 
 def _audit(program: Path, target_core) -> None:

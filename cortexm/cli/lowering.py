@@ -55,6 +55,24 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     result = exporter.export(bundle, core, layout)
     exporter.write(result, out, force)
     click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {sidecar_path(out)}")
+    _say_semantic(result.sidecar.get("semantic"))
+
+
+def _say_semantic(semantic: dict | None) -> None:
+    """What the program means against the quantized model it was lowered from (cortexm.semantic)."""
+    from cortexm.semantic import judge
+
+    if not semantic:
+        return
+    departures = judge.departures(semantic)
+    largest = max((p["max_lsb"] for p in semantic.get("points", [])), default=0)
+    sqnr = [f["sqnr_db"] for f in semantic.get("float", []) if f.get("sqnr_db") is not None]
+    drift = f"; against the float model {min(sqnr):g} dB SQNR" if sqnr else ""
+    if not departures:
+        click.echo(f"the program means the quantized model: every call within its tolerance (largest departure "
+                   f"{largest:g} LSB){drift}")
+    for line, _ in departures:
+        click.echo(f"warning: {line}", err=True)
 
 
 @click.command()

@@ -158,9 +158,27 @@ def active_tree() -> Path | None:
     return Path(tree) if tree else None
 
 
+# torch's CPU kernels round differently on different machines: ATen picks AVX2 or AVX-512
+# loops at run time, oneDNN JIT-compiles convolutions for the best ISA it finds, MKL picks its
+# code path by CPU, and each sums in another order. One ulp of a calibration range or of a
+# weight divided by its scale changes the program (measured: keyword_spotting's weights and
+# requantize multipliers differed between the AVX2 and the portable kernels of one machine).
+# The lowering runs on the portable paths, so a model lowers to the same program on every
+# x86-64 machine; it also runs single-threaded (lower() sees to it): split reductions differ too.
+PORTABLE_FLOAT = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_CBWR": "COMPATIBLE"}
+
+
+def portable_float() -> None:
+    """Select torch's machine-independent float kernels for this process (and its children).
+    Takes effect where torch has not run a kernel yet: call it before the lowering's imports."""
+    os.environ.update(PORTABLE_FLOAT)
+
+
 def quiet_lowering_imports() -> None:
     """Silence import-time chatter of torch/torchao that users cannot act on. torch first: its
-    logging setup at import would override levels set before it (callers import it next anyway)."""
+    logging setup at import would override levels set before it (callers import it next anyway).
+    The lowering's float kernels are the portable ones (portable_float)."""
+    portable_float()
     import torch  # noqa: F401
 
     for name in ("torch", "torchao", "executorch"):

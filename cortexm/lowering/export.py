@@ -14,17 +14,23 @@ An export is a bundle of files beside the .pte:
   NAME.reference-K.bin  the reference output K for those inputs, same layout
   NAME.isolated.pte     the same program with every planned tensor in a buffer of its own
                         (cortexm.checking.memory_plan), for the guard and fill runs of the memory oracle
+  NAME.quantized.pt2    the PT2E quantized model the program was lowered from, and
+  NAME.float.pt2        the float model (torch.export programs): what the program means,
+                        to judge it on any input (cortexm.semantic)
+  NAME.model-K.bin      the quantized model's output K for the example inputs, in the program's
+                        dim order
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import tempfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pathlib import Path
@@ -59,15 +65,24 @@ class Export:
     inputs: list[bytes]
     references: list[bytes]
     isolated: bytes | None = None  # the program planned one tensor per buffer
+    models: dict[str, bytes] = field(default_factory=dict)  # "quantized"/"float" -> torch.export program
+    model_outputs: list[bytes] = field(default_factory=list)  # the quantized model's, program dim order
 
 
 LAYOUTS = ("legacy", "explicit")
+MODEL_KINDS = ("quantized", "float")  # the models an export carries (NAME.<kind>.pt2)
 
 
 @dataclass
 class Lowered:
     edge: Any  # EdgeProgramManager after the cortex_m passes
-    quantized: Any  # the PT2E-converted module (q/dq around float ops), the fallback reference
+    quantized: Any  # the PT2E-converted module (q/dq around float ops), what the program means
+    # The quantized and the float model as torch.export programs, serialized before
+    # to_edge (which may change what it is given): what cortexm.semantic runs.
+    models: dict[str, bytes] = field(default_factory=dict)
+    # Each output's shape, dtype and dim order in the edge program before any cortex_m pass:
+    # what the lowered program's outputs must be.
+    signature: list[dict] = field(default_factory=list)
 
 
 def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
@@ -95,9 +110,10 @@ def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
         bundle.calibration = [tuple(t.contiguous() for t in s) for s in bundle.calibration]
     inputs = bundle.example_inputs
     with _stage(bundle, core, "torch.export"):
+        float_program = torch.export.export(bundle.module, inputs, strict=True)
         # check_guards=False: with torch 2.13 the guard module breaks PT2E annotation.
-        graph = torch.export.export(bundle.module, inputs, strict=True).module(check_guards=False)
-    with _stage(bundle, core, "quantization"):
+        graph = float_program.module(check_guards=False)
+    with _stage(bundle, core, "quantization"), _one_thread(torch):
         prepared = prepare_pt2e(graph, CortexMQuantizer())
         for sample in bundle.calibration:
             prepared(*sample)
@@ -106,15 +122,54 @@ def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
         bundle.example_inputs = inputs = _crafted_inputs(bundle, quantized)
     with _stage(bundle, core, "torch.export of the quantized model"):
         exported = torch.export.export(quantized, inputs, strict=True)
+        models = {"quantized": _saved(exported), "float": _saved(float_program)}
     with _stage(bundle, core, "to_edge"):
         edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
+        signature = output_signature(edge.exported_program())
     with _stage(bundle, core, "the cortex_m passes"):
         # Only the explicit layout passes the flag: ExecuTorch main has no such argument.
         explicit = {"use_explicit_layout": True} if layout == "explicit" else {}
         edge._edge_programs["forward"] = CortexMPassManager(
             edge.exported_program(), target_config=config, **explicit
         ).transform()
-    return Lowered(edge, quantized)
+    return Lowered(edge, quantized, models, signature)
+
+
+def output_signature(program) -> list[dict]:
+    """Shape, dtype and dim order of each output of an exported program, from its graph."""
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    signature = []
+    for node in values:
+        value = node.meta.get("val") if hasattr(node, "meta") else None
+        if value is None or not hasattr(value, "stride"):
+            signature.append(None)
+            continue
+        signature.append({"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
+                          "dim_order": list(value.dim_order())})
+    return signature
+
+
+@contextlib.contextmanager
+def _one_thread(torch):
+    """Calibrate on one thread: reductions split over threads sum in another order, and the
+    observed ranges then depend on the machine's core count (backend_source.portable_float)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _saved(program) -> bytes:
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    return buffer.getvalue()
 
 
 def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
@@ -136,7 +191,8 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
         isolated = memory_plan.to_executorch_isolated(copy.deepcopy(lowered.edge)).buffer
         pte = lowered.edge.to_executorch().buffer
     plan = parse(pte).plan()
-    reference, reference_kind, upstream_calls = _reference(pte, bundle, core, lowered)
+    calls: list = []
+    reference, reference_kind, upstream_calls = _reference(pte, bundle, core, lowered, calls)
 
     in_qparams, out_qparams = _io_qparams(program)
     inputs_meta, input_bytes = [], []
@@ -151,6 +207,8 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
         entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
         entry["reference"] = entry.pop("file")
         outputs_meta.append(entry)
+    semantic, model_outputs = _semantic(bundle, lowered, plan, calls, reference, outputs_meta)
+    without_helium = _without_helium(pte, bundle, core) if calls else None
 
     sidecar = {
         "cortexm": {"format": SIDECAR_FORMAT, "version": __version__},
@@ -173,8 +231,30 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
         "isolated": f"{bundle.name}.isolated.pte",
         "inputs": inputs_meta,
         "outputs": outputs_meta,
+        "semantic": semantic,
+        # The M55's outputs had ExecuTorch's Helium loops rounded as its scalar loop does: what
+        # excuses a cross-core difference as that rounding, and nothing else (cortexm.testing.app).
+        "reference_without_helium": without_helium,
     }
-    return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes, isolated)
+    return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes, isolated, lowered.models, model_outputs)
+
+
+def _semantic(bundle: ModelBundle, lowered: Lowered, plan, calls: list, reference: list, outputs_meta: list[dict]):
+    """The program against the model it was lowered from (cortexm.semantic): the sidecar's
+    `semantic` record, and the quantized model's outputs as the runner lays them out."""
+    from cortexm.semantic.model import judge_trace
+
+    record, model_outputs = judge_trace(
+        lowered.quantized, bundle.module, bundle.example_inputs, calls,
+        [np.asarray(r.detach().numpy() if hasattr(r, "detach") else r) for r in reference],
+        plan.outputs, [(e["quant"] or {}).get("scale") for e in outputs_meta])
+    record["program_outputs"] = [{k: e[k] for k in ("shape", "dtype", "dim_order")} for e in outputs_meta]
+    record["model_outputs"] = lowered.signature
+    raw = [_raw(m, e["dim_order"]) if list(m.shape) == e["shape"] else b""
+           for m, e in zip(model_outputs, outputs_meta)]
+    record["models"] = {kind: f"{bundle.name}.{kind}.pt2" for kind in lowered.models}
+    record["outputs"] = [f"{bundle.name}.model-{k}.bin" if data else None for k, data in enumerate(raw)]
+    return record, raw
 
 
 class KnownFailure(CortexmError):
@@ -223,21 +303,40 @@ def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:
     return tuple(crafted)
 
 
-def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str, list | None]:
+def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered,
+               trace: list) -> tuple[list, str, list | None]:
     """The program's outputs for the example inputs as cortexm's integer reference computes
     them for the core's CMSIS-NN variant (cortexm.oracle), which reference that is, and how
-    ExecuTorch's Python reference differs from it call by call. Where the integer reference
+    ExecuTorch's Python reference differs from it call by call; `trace` gets every call's
+    (instruction, operator, value index, returned value). Where the integer reference
     cannot evaluate the program, ExecuTorch's Python reference of the whole graph stands in
     and the kind says why."""
     from cortexm.lowering.reference import integer_reference
 
+    def record(*call):
+        trace.append(call)
+
     try:
         outputs, calls = integer_reference(pte, [t.detach().numpy() for t in bundle.example_inputs], core.backend,
-                                           compare_upstream=True)
+                                           compare_upstream=True, trace=record)
     except CortexmError as e:
+        trace.clear()
         upstream, kind = _upstream_reference(bundle, core, lowered)
         return upstream, f"{kind}; the integer reference could not evaluate the program: {e}", None
     return outputs, f"cortexm integer reference (CMSIS-NN {core.backend})", calls
+
+
+def _without_helium(pte: bytes, bundle: ModelBundle, core: Core) -> list[str] | None:
+    """Digests of the integer reference's outputs with the scalar loops in place of
+    ExecuTorch's Helium ones (cortexm.oracle.helium), for a core that runs them."""
+    from cortexm.lowering.reference import integer_reference
+    from cortexm.oracle.backends import kernels_for
+    from cortexm.testing.crosscore import digests
+
+    if kernels_for(core.backend) == kernels_for(core.backend, helium=False):
+        return None
+    outputs, _ = integer_reference(pte, [t.detach().numpy() for t in bundle.example_inputs], core.backend, helium=False)
+    return digests(outputs)
 
 
 def _upstream_reference(bundle: ModelBundle, core: Core, lowered: Lowered) -> tuple[list, str]:
@@ -332,7 +431,8 @@ def bundle_names(stem: str, folder: Path) -> list[str]:
     """The files an export to STEM.pte writes, or may have written before (inputs and
     references are numbered)."""
     fixed = [f"{stem}.pte", f"{stem}.json", f"{stem}.dialect.txt", f"{stem}.isolated.pte"]
-    numbered = sorted(p.name for pattern in (f"{stem}.input-*.bin", f"{stem}.reference-*.bin")
+    fixed += [f"{stem}.{kind}.pt2" for kind in MODEL_KINDS]
+    numbered = sorted(p.name for pattern in (f"{stem}.input-*.bin", f"{stem}.reference-*.bin", f"{stem}.model-*.bin")
                       for p in Path(folder).glob(pattern))
     return fixed + numbered
 
@@ -382,6 +482,10 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
         sidecar["isolated"] = f"{stem}.isolated.pte"
     sidecar["inputs"] = [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(sidecar["inputs"])]
     sidecar["outputs"] = [dict(e, reference=f"{stem}.reference-{k}.bin") for k, e in enumerate(sidecar["outputs"])]
+    if sidecar.get("semantic"):
+        semantic = sidecar["semantic"] = dict(sidecar["semantic"])
+        semantic["models"] = {kind: f"{stem}.{kind}.pt2" for kind in result.models}
+        semantic["outputs"] = [f"{stem}.model-{k}.bin" if data else None for k, data in enumerate(result.model_outputs)]
     sidecar_file = sidecar_path(pte_path)
     before = _owned(sidecar_file) or {}
     files: list[tuple[Path, bytes]] = [(pte_path, result.pte)]
@@ -394,6 +498,9 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
         _atomic_write(path, data)
     sidecar[manifest.KEY] = manifest.of_files(folder, [p.name for p, _ in files])
     _atomic_write(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())
+    if sidecar.get("semantic"):
+        files += [(folder / name, result.models[kind]) for kind, name in sidecar["semantic"]["models"].items()]
+        files += [(folder / name, data) for name, data in zip(sidecar["semantic"]["outputs"], result.model_outputs) if name]
     for stale in set(before) - {p.name for p, _ in files} - {sidecar_file.name}:
         if manifest.matches(folder / stale, before[stale]):
             (folder / stale).unlink()

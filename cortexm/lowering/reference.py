@@ -27,12 +27,14 @@ from cortexm.pte.program import SCALAR_TYPES
 
 
 def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "forward",
-             kernels: dict | None = None, observe=None) -> list[np.ndarray]:
+             kernels: dict | None = None, observe=None, trace=None) -> list[np.ndarray]:
     """The outputs of `method` for `inputs` (logical layout), as numpy arrays in logical layout.
 
     `kernels` (e.g. cortexm.oracle.KERNELS) replaces the Python implementation of the
     operators it names; the others run as torch and ExecuTorch implement them.
-    `observe(name, args, out, result)` sees every call made through `kernels`."""
+    `observe(name, args, out, result)` sees every call made through `kernels`;
+    `trace(n, name, index, value)` every instruction's returned value (its value index, and
+    the value in logical layout, a copy)."""
     import torch
 
     plan, constants = _program(pte, method)
@@ -61,19 +63,23 @@ def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "f
             _call_kernel(kernels[operator.name], operator.name, operator.overload, given, orders, values, torch, observe)
         else:
             _call(operator.name, operator.overload, given, values, torch)
+        if trace is not None and isinstance(values[args[-1]], torch.Tensor):  # the call's returned value
+            trace(n, operator.name, args[-1], values[args[-1]].contiguous().numpy().copy())
     return [values[i].contiguous().numpy().copy() for i in plan.outputs]
 
 
 def integer_reference(pte: str | Path | bytes, inputs: list[np.ndarray], backend: str,
-                      compare_upstream: bool = False) -> tuple[list[np.ndarray], list[dict]]:
+                      compare_upstream: bool = False, trace=None,
+                      helium: bool = True) -> tuple[list[np.ndarray], list[dict]]:
     """The program's outputs with every cortex_m operator computed by cortexm's integer
     reference for CMSIS-NN variant `backend` ("DSP", "MVE", "SCALAR"), and, with
     `compare_upstream`, how ExecuTorch's Python reference (operators.py) differs from it,
-    call by call, on the same arguments (cortexm.oracle.upstream)."""
+    call by call, on the same arguments (cortexm.oracle.upstream). `trace` as `evaluate`
+    takes it; `helium=False` leaves ExecuTorch's own Helium loops out (cortexm.oracle.backends)."""
     from cortexm.oracle import upstream
     from cortexm.oracle.backends import kernels_for
 
-    kernels = kernels_for(backend)
+    kernels = kernels_for(backend, helium=helium)
     scalar_loops = kernels_for(backend, helium=False)  # what operators.py implements
     differences: list[dict] = []
     calls = [0]
@@ -89,7 +95,7 @@ def integer_reference(pte: str | Path | bytes, inputs: list[np.ndarray], backend
         if diff is not None:
             differences.append({"call": calls[0], **diff.as_dict()})
 
-    outputs = evaluate(pte, inputs, kernels=kernels, observe=observe if compare_upstream else None)
+    outputs = evaluate(pte, inputs, kernels=kernels, observe=observe if compare_upstream else None, trace=trace)
     return outputs, differences
 
 

@@ -62,6 +62,10 @@ class RunResult:
     diffs: list[OutputDiff] = field(default_factory=list)
     qtol: int | None = None  # the sidecar's allowed difference, in steps
     warnings: list[str] = field(default_factory=list)
+    # The program against the quantized model on these inputs (cortexm.semantic), None when the
+    # export saved no model; and every departure from it, (line, details).
+    semantic: dict | None = None
+    departures: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def instructions(self) -> int | None:
@@ -81,6 +85,11 @@ class RunResult:
         if not self.diffs or self.qtol is None:
             return None
         return self.max_diff_lsb <= self.qtol
+
+    @property
+    def means_the_model(self) -> bool | None:
+        """The program is within every operator's tolerance of the quantized model (None: no model)."""
+        return None if self.semantic is None else not self.departures
 
 
 def run_pte(
@@ -105,7 +114,7 @@ def run_pte(
     core = core_named(core) if isinstance(core, str) else core
     plan = load(pte).plan()
     sidecar = read_sidecar(pte)
-    input_bytes(pte, plan, sidecar, inputs)  # a bad input says so before a runner is built
+    raw_inputs = input_bytes(pte, plan, sidecar, inputs)  # a bad input says so before a runner is built
     simulator = sim.for_core(core, sim_name, fvp)
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
@@ -119,11 +128,24 @@ def run_pte(
     mismatch = core_mismatch(pte, core)
     if mismatch:
         run.warnings.append(mismatch)
-    if sidecar and all((pte.parent / e.get("reference", "")).is_file() for e in sidecar.get("outputs", [])):
+    if sidecar and inputs is not None:
+        # The sidecar's references are for its example inputs: both are computed again for these.
+        from cortexm.semantic.program import references as references_for
+
+        logical = [from_raw(data, plan.values[index], f"input {k}") for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs))]
+        references, run.semantic = references_for(pte, plan, sidecar, logical, core.backend)
+    elif sidecar and all((pte.parent / e.get("reference", "")).is_file() for e in sidecar.get("outputs", [])):
+        references, run.semantic = reference_outputs(pte, sidecar), sidecar.get("semantic")
+    else:
+        references = None
+    if references is not None:
         run.qtol = sidecar.get("qtol")
-        references = reference_outputs(pte, sidecar)
         run.diffs = [compare(out, ref, entry, k)
                      for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar["outputs"]))]
+    if run.semantic is not None:
+        from cortexm.semantic.judge import departures
+
+        run.departures = departures(run.semantic)
     return run
 
 

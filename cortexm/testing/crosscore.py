@@ -25,6 +25,7 @@ class CrossCore:
     expected: str = ""  # why a difference is by design, or the known defect that explains it
     # The cores disagree, but each computes what its own integer reference predicts.
     predicted: bool = False
+    mechanism: str = ""  # whether a known mechanism (ExecuTorch's Helium loops) accounts for it
 
     @property
     def agree(self) -> bool:
@@ -39,7 +40,8 @@ class CrossCore:
             return f"OK {self.case}: {', '.join(self.cores)} bit-identical"
         split = " | ".join(", ".join(g) for g in self.groups)
         tail = f" (expected: {self.expected})" if self.expected else (
-            " (each core as its own integer reference predicts: the variants compute differently)" if self.predicted else "")
+            f" (each core as its own integer reference predicts: the variants compute differently; {self.mechanism})"
+            if self.predicted else "")
         return f"{'DIFF' if self.expected else 'FAIL'} {self.case}: cores disagree [{split}]; first at {self.first_difference}{tail}"
 
 
@@ -58,6 +60,14 @@ def check(case: str, outputs: dict[str, list[np.ndarray]], expected: str = "") -
         a, b = result.groups[0][0], result.groups[1][0]
         result.first_difference = _first_difference(outputs[a], outputs[b], a, b)
     return result
+
+
+def digests(outputs: list[np.ndarray]) -> list[str]:
+    """What identifies outputs for the check: shape, dtype and bytes in logical order."""
+    import hashlib
+
+    return [hashlib.sha256(f"{a.dtype}{list(a.shape)}".encode() + np.ascontiguousarray(a).tobytes()).hexdigest()
+            for a in (np.asarray(v) for v in outputs)]
 
 
 def _same(x: list[np.ndarray], y: list[np.ndarray]) -> bool:

@@ -15,9 +15,10 @@ def print_summary(results, checks, options, elapsed: float) -> None:
         rows = [r for r in results if r.core == core]
         sim = options.simulators.get(core)
         sim_name = getattr(sim, "name", None) or "no simulator"
-        table(["case", "dialect", "verify", "sim", "memory", "max|diff| LSB", "mismatches", "instructions", "status"],
-              [[r.case, r.dialect, r.verify, r.sim, r.memory, _num(r.max_lsb), _ratio(r), _num(r.instructions), r.status]
-               for r in rows],
+        table(["case", "dialect", "verify", "semantic", "sim", "memory", "max|diff| LSB", "mismatches", "instructions",
+               "status"],
+              [[r.case, r.dialect, r.verify, _semantic_cell(r), r.sim, r.memory, _num(r.max_lsb), _ratio(r),
+                _num(r.instructions), r.status] for r in rows],
               title=f"{core} ({sim_name})")
         counts = {s: sum(r.status == s for r in rows) for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN")}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
@@ -66,6 +67,11 @@ def _cross_core_cell(c) -> str:
     if c.expected:
         return f"differ as expected ({c.expected.split(':')[0]}); first at {c.first_difference}"
     return c.line().split(": ", 1)[1]
+
+
+def _semantic_cell(r) -> str:
+    """The semantic verdict with the largest departure from the model, in LSB."""
+    return r.semantic if r.semantic_lsb is None else f"{r.semantic} {r.semantic_lsb:g}"
 
 
 def _num(v) -> str:

@@ -1,0 +1,126 @@
+"""How far a lowered program may depart from the quantized model, per operator, and why.
+
+What enters: the points cortexm.semantic.model.compare recorded (in the sidecar). What
+leaves: one line per point outside its operator's tolerance.
+
+The quantized model computes each operator in float between dequantize and quantize,
+rounding once, half to even, at the quantize. CMSIS-NN computes in integers: an int32
+accumulator, a requantize by a Q31 multiplier and a shift that round the real scale (to
+31 bits) and round the product twice (doubling high multiply, then rounding divide by a
+power of two, ties away from zero). The two agree except where the exact result lies
+within that rounding of a half step, so every requantizing operator may differ by 1 LSB,
+and only there; operators that move or compare values without rescaling them must agree
+exactly. The numbers below were measured on every built-in and `--grid full` case for the
+M7 and the M55 (README, "The semantic reference"), and each is the smallest that holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    lsb: int
+    why: str
+
+
+_REQUANTIZE = ("the requantize rounds the real scale to a Q31 multiplier and rounds twice "
+               "(doubling high multiply, rounding shift, ties away from zero) where the model rounds once, "
+               "half to even: 1 LSB where the exact result is within that of a half step")
+
+TOLERANCES: dict[str, Tolerance] = {
+    "cortex_m::quantize_per_tensor": Tolerance(
+        1, "x * (1 / scale) in float32, then nearbyint: the model multiplies by the inverse too, but rounds the "
+           "product to float32 once more on the scalar loop, and the M55's Helium loop rounds it in a fused "
+           "multiply-add: an input within one float32 step of a half step may land on either side"),
+    "cortex_m::dequantize_per_tensor": Tolerance(0, "(q - zero_point) * scale in float32, as the model computes it"),
+    "cortex_m::quantized_conv2d": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_conv2d_nhwc": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_depthwise_conv2d": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_depthwise_conv2d_nhwc": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_transpose_conv2d": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_transpose_conv2d_nhwc": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_linear": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_batch_matmul": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_add": Tolerance(
+        1, "each input is requantized to a common scale with 20 bits of headroom, the sum requantized again: "
+           "three fixed-point roundings where the model rounds once"),
+    "cortex_m::quantized_mul": Tolerance(1, _REQUANTIZE),
+    "cortex_m::quantized_div": Tolerance(1, "the quotient is computed in fixed point and requantized"),
+    "cortex_m::quantized_avg_pool2d": Tolerance(
+        1, "arm_avgpool_s8 divides the integer sum by the window size, rounding half away from zero; the model "
+           "averages in float and rounds half to even at the quantize"),
+    "cortex_m::quantized_avg_pool2d_nhwc": Tolerance(1, "as quantized_avg_pool2d"),
+    "cortex_m::quantized_activation": Tolerance(
+        1, "a 256-entry table built from the model's own float function at each int8 input; the table is "
+           "quantized with the output's scale as the model's quantize does, so it differs only at half steps"),
+    "cortex_m::softmax": Tolerance(
+        1, "CMSIS-NN's exp and reciprocal are fixed-point approximations (Q5.26 input, a Taylor series around "
+           "-1/8 and a Newton reciprocal); measured within 1 LSB of the float softmax on every case"),
+}
+
+
+def tolerance(op: str) -> Tolerance:
+    """An operator's tolerance; one not listed moves or selects values and must be exact."""
+    return TOLERANCES.get(op, Tolerance(0, "moves or selects values without rescaling them"))
+
+
+def departures(semantic: dict) -> list[tuple[str, str]]:
+    """(line, details) for every point and output of a sidecar's `semantic` record that is
+    outside its tolerance, the outputs' signature first."""
+    lines = [(line, "") for line in signature_mismatches(semantic)]
+    for point in semantic.get("points", []):
+        allowed = tolerance(point["op"]).lsb if point.get("op") else 0
+        if point.get("shape_mismatch"):
+            lines.append((f"{_where(point)}: {point['shape_mismatch']}", ""))
+        elif point["max_lsb"] > allowed:
+            first = point.get("first") or {}
+            at = (f"; first at {first['index']}: program {first['program']:g}, model {first['model']:g}"
+                  if first else "")
+            mechanism = f"; {point['explained']}" if point.get("explained") else ""
+            lines.append((f"{_where(point)} departs from the quantized model: {point['differ']} of "
+                          f"{point['elements']} elements differ, up to {point['max_lsb']:g} LSB > {allowed} LSB "
+                          f"allowed{at}{mechanism}", _details(point)))
+    return lines
+
+
+def signature_mismatches(semantic: dict) -> list[str]:
+    """Each program output whose shape or dtype is not the model's (its graph before the
+    cortex_m passes), or whose memory layout is neither the graph's nor eager torch's (they
+    differ where the input's layout is ambiguous: one channel, a size-1 dim)."""
+    lines = []
+    eager = semantic.get("eager_dim_orders") or []
+    for k, (ours, model) in enumerate(zip(semantic.get("program_outputs", []), semantic.get("model_outputs", []))):
+        if model is None:  # not a tensor in the model's graph
+            continue
+        layouts = [model["dim_order"], *(eager[k] if k < len(eager) else [])]
+        if ours["shape"] != model["shape"] or ours["dtype"] != model["dtype"]:
+            lines.append(f"output {k} is {ours['dtype']}{ours['shape']}, the model's is {model['dtype']}{model['shape']}")
+        elif not any(same_layout(ours["shape"], ours["dim_order"], layout) for layout in layouts):
+            lines.append(f"output {k} has dim order {tuple(ours['dim_order'])}, the model's output "
+                         f"{tuple(model['dim_order'])}")
+    if len(semantic.get("program_outputs", [])) != len(semantic.get("model_outputs", [])):
+        lines.append(f"the program has {len(semantic['program_outputs'])} outputs, the model "
+                     f"{len(semantic['model_outputs'])}")
+    return lines
+
+
+def same_layout(shape: list[int], a: list[int], b: list[int]) -> bool:
+    """Two dim orders lay a tensor of `shape` out alike: they order its dimensions of size
+    more than 1 the same way (size-1 dims can go anywhere: ExecuTorch #22520)."""
+    a = list(a) or list(range(len(shape)))
+    b = list(b) or list(range(len(shape)))
+    return [d for d in a if shape[d] > 1] == [d for d in b if shape[d] > 1]
+
+
+def _where(point: dict) -> str:
+    what = f"call {point['call']} {point['op']}" if point.get("call") is not None else point.get("op") or "a value"
+    model = f" ({point['node']}: {', '.join(point['model_ops'])})" if point.get("model_ops") else f" ({point['node']})"
+    return what + model
+
+
+def _details(point: dict) -> str:
+    worst = point.get("worst") or []
+    return "\n".join(f"{_where(point)}{w['index']}: program {w['program']:g}, model {w['model']:g} ({w['lsb']:g} LSB)"
+                     for w in worst)

@@ -1,0 +1,64 @@
+"""Both references of an exported program for inputs other than its example ones.
+
+What enters: a .pte with its sidecar (whose `semantic.models` name the quantized and the
+float model the export saved), inputs in logical layout, the core's CMSIS-NN variant. What
+leaves: the integer reference's outputs for those inputs, and the `semantic` record of the
+program against the quantized model on them (cortexm.semantic.model), as an export
+records it for its example inputs. Needs torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from cortexm.base.errors import CortexmError
+
+
+def references(pte: Path, plan, sidecar: dict, inputs: list[np.ndarray], backend: str) -> tuple[list[np.ndarray], dict | None]:
+    """(integer reference outputs, semantic record or None when the export saved no model)."""
+    from cortexm.lowering.reference import integer_reference
+    from cortexm.semantic.model import judge_trace
+
+    trace: list[tuple] = []
+    outputs, _ = integer_reference(pte, inputs, backend, trace=lambda *call: trace.append(call))
+    models = (sidecar.get("semantic") or {}).get("models") or {}
+    if "quantized" not in models:
+        return outputs, None
+    quantized = _load(pte.parent / models["quantized"])
+    floating = _load(pte.parent / models["float"]) if "float" in models else None
+    record, _ = judge_trace(quantized, floating, _model_inputs(inputs, sidecar), trace, outputs, plan.outputs,
+                            [(e.get("quant") or {}).get("scale") for e in sidecar.get("outputs", [])])
+    for key in ("program_outputs", "model_outputs", "eager_dim_orders"):  # what the outputs must be does not depend on the inputs
+        record[key] = sidecar["semantic"].get(key, [])
+    return outputs, record
+
+
+def _load(path: Path):
+    """A model the export saved (torch.export), as a module to run."""
+    import torch
+
+    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers the quantize ops the model calls
+    from cortexm.lowering.backend_source import quiet_lowering_imports
+
+    quiet_lowering_imports()
+    if not path.is_file():
+        raise CortexmError(f"{path}: missing (the sidecar names it); export the model again")
+    try:
+        return torch.export.load(str(path)).module()
+    except Exception as e:  # noqa: BLE001 - torch raises whatever its deserializer meets
+        raise CortexmError(f"{path}: not a model torch can load ({type(e).__name__}); export the model again") from None
+
+
+def _model_inputs(inputs: list[np.ndarray], sidecar: dict) -> tuple:
+    """The inputs as the model was exported with them: channels_last where the program's input is."""
+    import torch
+
+    tensors = []
+    for x, entry in zip(inputs, sidecar.get("inputs", [])):
+        t = torch.from_numpy(np.ascontiguousarray(x))
+        if t.dim() == 4 and list(entry.get("dim_order", [])) == [0, 2, 3, 1]:
+            t = t.to(memory_format=torch.channels_last)
+        tensors.append(t)
+    return tuple(tensors)
