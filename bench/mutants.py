@@ -22,7 +22,12 @@ it, runs the same command, restores the files it touched, and compares the repor
 the baseline. A mutant is KILLED when a (case, core) result gets worse (PASS or XFAIL
 becomes FAIL, ERROR, XPASS or NOT RUN; or a result that failed already fails with a line
 it did not have), when a cross-core check fails that passed, or when the command ends
-without a report or with a worse exit status. A failure the tool itself files as an
+without a report or with a worse exit status. A dialect golden diff alone is not a kill:
+a contributor who changes the lowering on purpose regenerates the goldens, so a golden
+says "changed", never "wrong" (--count-golden-diffs counts it, as before). Each mutant's
+line says which kinds of check noticed it: bit-exact (the runner against the integer
+reference, across cores, the memory oracle), semantic (the program against the quantized
+model, cortexm.semantic), golden (the dialect diff), other (export, verify, the build). A failure the tool itself files as an
 expected one (XFAIL) does not count: the command would not have told the contributor. Nor
 does the reverse: a known defect is keyed to the content of the file it lives in, so a mutant
 of that file un-excuses the defect's own failure ("excuse withdrawn", shown, not a kill).
@@ -60,6 +65,10 @@ GOOD = {"PASS", "XFAIL"}  # results that are not a problem for the contributor
 # A failure the baseline excused by a known defect, unexcused once the mutant changed the
 # defect's file: reported, never counted as a kill.
 WITHDRAWN = "excuse withdrawn"
+GOLDEN = "dialect"  # the golden diff: a change detector, not a judge
+# What kind of check each stage of the test app is.
+CHECKS = {"bit-exact": {"compare", "run", "memory", "cross-core", "upstream-reference"},
+          "semantic": {"semantic"}, "golden": {GOLDEN}}
 BUILD_FAILED = re.compile(r"(building|configuring) the \S+ runner failed")
 
 
@@ -90,6 +99,7 @@ class Outcome:
     verdict: str  # KILLED, SURVIVED, NOT APPLIED
     build_broken: bool = False
     stages: list[str] = field(default_factory=list)  # the stages that noticed it
+    checks: list[str] = field(default_factory=list)  # their kinds (CHECKS, or "other")
     evidence: list[list[str]] = field(default_factory=list)  # [stage, case, core, line], the first few
     exit: int | None = None
     seconds: float = 0.0
@@ -186,7 +196,8 @@ class Runner:
         self.env = {**os.environ, "CORTEXM_BUILD_CACHE": str(self.caches[0]),
                     "CORTEXM_EXPORT_CACHE": str(self.caches[2])}
         self.env.pop("CORTEXM_LOWERING_TREE", None)  # the lowering source is --executorch-src, nothing inherited
-        self.command = cortexm() + ["test", "--executorch-src", str(work)] + [a for c in args.target for a in ("-t", c)]
+        command = args.cortexm.split() if args.cortexm else cortexm()
+        self.command = command + ["test", "--executorch-src", str(work)] + [a for c in args.target for a in ("-t", c)]
         if args.cmsis_nn_src:
             self.command += ["--cmsis-nn-src", args.cmsis_nn_src]
         self.kept: set[Path] = set()
@@ -264,7 +275,7 @@ def _status_stage(row: dict) -> str:
 
 
 def outcome_of(mutant: Mutant, rc: int, report: dict | None, base_rc: int, base: dict, runner: Runner,
-               report_path: Path) -> Outcome:
+               report_path: Path, count_golden: bool = False) -> Outcome:
     out = Outcome(mutant.name, mutant.kind, mutant.what, mutant.equivalent, "SURVIVED", exit=rc,
                   report=str(report_path))
     if report is None:
@@ -273,14 +284,20 @@ def outcome_of(mutant: Mutant, rc: int, report: dict | None, base_rc: int, base:
         worse = judge(base, report, runner.work)
         if not worse and rc > base_rc:
             worse = [["exit status", "-", "-", f"exit {rc}, baseline {base_rc}"]]
-    return _judged(out, worse)
+    return _judged(out, worse, count_golden)
 
 
-def _judged(out: Outcome, worse: list[list[str]]) -> Outcome:
+def check_kind(stage: str) -> str:
+    return next((kind for kind, stages in CHECKS.items() if stage in stages), "other")
+
+
+def _judged(out: Outcome, worse: list[list[str]], count_golden: bool = False) -> Outcome:
     """`out` with the verdict `worse` (judge's list) gives."""
     if worse:
-        out.verdict = "KILLED" if any(w[0] != WITHDRAWN for w in worse) else "SURVIVED"
+        uncounted = {WITHDRAWN} if count_golden else {WITHDRAWN, GOLDEN}
+        out.verdict = "KILLED" if any(w[0] not in uncounted for w in worse) else "SURVIVED"
         out.stages = list(dict.fromkeys(w[0] for w in worse))
+        out.checks = list(dict.fromkeys(check_kind(s) for s in out.stages if s != WITHDRAWN))
         out.build_broken = "build" in out.stages or any(BUILD_FAILED.search(w[3]) for w in worse)
         out.evidence = worse[:5]
     return out
@@ -290,7 +307,7 @@ def _judged(out: Outcome, worse: list[list[str]]) -> Outcome:
 
 def one_line(o: Outcome) -> str:
     by = "build broken" if o.build_broken else ", ".join(o.stages)
-    return f"{o.name:<48} {o.verdict:<11} {by:<34} {o.seconds:5.0f} s"
+    return f"{o.name:<48} {o.verdict:<11} {by:<34} {'/'.join(o.checks) or '-':<26} {o.seconds:5.0f} s"
 
 
 def summary(outcomes: list[Outcome]) -> dict:
@@ -301,7 +318,9 @@ def summary(outcomes: list[Outcome]) -> dict:
         killed = [o for o in scored if o.verdict == "KILLED"]
         rates[kind] = {"killed": len(killed), "of": len(scored), "build_broken": sum(o.build_broken for o in killed),
                        "equivalent": len(rows) - len(scored),
-                       "rate": round(len(killed) / len(scored), 3) if scored else None}
+                       "rate": round(len(killed) / len(scored), 3) if scored else None,
+                       # Of the scored mutants, how many each kind of check noticed on its own.
+                       "by_check": {check: sum(check in o.checks for o in scored) for check in (*CHECKS, "other")}}
     return rates
 
 
@@ -312,7 +331,8 @@ def print_summary(outcomes: list[Outcome]) -> dict:
         if r["of"] or r["equivalent"]:
             pct = f"{100 * r['rate']:.0f} %" if r["rate"] is not None else "-"
             print(f"  {kind:<8} {r['killed']:>3} of {r['of']:<3} killed  {pct:>5}   "
-                  f"({r['build_broken']} build broken, {r['equivalent']} equivalent)")
+                  f"({r['build_broken']} build broken, {r['equivalent']} equivalent); noticed by "
+                  + ", ".join(f"{check} {n}" for check, n in r["by_check"].items()))
     survivors = [o for o in outcomes if o.verdict == "SURVIVED"]
     if survivors:
         print("survivors:")
@@ -340,7 +360,7 @@ def select(only: str | None, kind: str | None) -> list[Mutant]:
     return [m for m in mutants if (kind is None or m.kind == kind) and (only is None or only in m.name)]
 
 
-def rejudge(mutants: list[Mutant], work: Path, json_path: Path | None) -> None:
+def rejudge(mutants: list[Mutant], work: Path, json_path: Path | None, count_golden: bool = False) -> None:
     """The verdicts of an earlier run's reports, judged by this file's rules (exit statuses,
     which the reports do not keep, are left out)."""
     base = json.loads((work.parent / "baseline.json").read_text())
@@ -350,7 +370,7 @@ def rejudge(mutants: list[Mutant], work: Path, json_path: Path | None) -> None:
         if not path.is_file():
             continue
         out = Outcome(mutant.name, mutant.kind, mutant.what, mutant.equivalent, "SURVIVED", report=str(path))
-        out = _judged(out, judge(base, json.loads(path.read_text()), work))
+        out = _judged(out, judge(base, json.loads(path.read_text()), work), count_golden)
         outcomes.append(out)
         print(one_line(out), flush=True)
     rates = print_summary(outcomes)
@@ -368,6 +388,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="the working copy (default: $XDG_CACHE_HOME/cortexm/mutants/work)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--keep-going", action="store_true", help="record a mutant that does not apply and go on")
+    parser.add_argument("--count-golden-diffs", action="store_true",
+                        help="count a dialect golden diff alone as a kill (a contributor regenerates them)")
+    parser.add_argument("--cortexm", help="the cortexm command to judge, e.g. 'python -m cortexm' run from another "
+                                          "checkout (default: the one installed)")
     parser.add_argument("--rejudge", action="store_true",
                         help="run nothing: judge the reports an earlier run left in WORK/../mutant-reports again")
     args = parser.parse_args()
@@ -382,7 +406,7 @@ def main() -> None:
         sys.exit(f"bench: no mutant in {MUTANTS} matches")
 
     if args.rejudge:
-        rejudge(mutants, work, args.json)
+        rejudge(mutants, work, args.json, args.count_golden_diffs)
         return
     print(f"working copy {work}: {prepare_work(tree, work)}", flush=True)
     runner = Runner(args, work)
@@ -418,7 +442,7 @@ def main() -> None:
             finally:
                 revert(saved, work)
                 runner.prune()
-            outcome = outcome_of(mutant, rc, report, base_rc, base, runner, report_path)
+            outcome = outcome_of(mutant, rc, report, base_rc, base, runner, report_path, args.count_golden_diffs)
         outcome.seconds = round(time.perf_counter() - t, 1)
         outcomes.append(outcome)
         print(one_line(outcome), flush=True)

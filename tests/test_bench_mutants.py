@@ -38,3 +38,18 @@ def test_an_excused_failure_unexcused_by_the_edit_is_no_kill():
     # The same failure plus one it did not have: a kill.
     out = _verdict([_row("XFAIL", same)], [_row("FAIL", same + [("memory", "wrote 1 bytes past")])])
     assert out.verdict == "KILLED" and out.stages == ["memory"]
+
+
+def test_a_golden_diff_alone_is_no_kill():
+    """A contributor regenerates the goldens after an intended change: a golden diff says the
+    lowering changed, not that it is wrong. A semantic departure is a kill, and says so."""
+    golden = ("dialect", "lowered graph differs from tests/goldens/cortex-m7/q.txt")
+    out = _verdict([_row("PASS")], [_row("FAIL", [golden])])
+    assert (out.verdict, out.checks) == ("SURVIVED", ["golden"])
+    semantic = ("semantic", "call 2 cortex_m::maximum (q: aten.minimum) departs from the quantized model")
+    out = _verdict([_row("PASS")], [_row("FAIL", [golden, semantic])])
+    assert (out.verdict, out.checks) == ("KILLED", ["golden", "semantic"])
+    counted = mutants._judged(mutants.Outcome("m", "python", "", "", "SURVIVED"),
+                              mutants.judge({"results": [_row("PASS")]}, {"results": [_row("FAIL", [golden])]},
+                                            Path("/work")), count_golden=True)
+    assert counted.verdict == "KILLED"
