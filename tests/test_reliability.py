@@ -1,6 +1,6 @@
 """Reliability: user files are never lost, damaged caches are never trusted, bad input gets one line.
 
-Each test is one of the attacks that once failed (issue 13), run the way a user meets it.
+Each test is one of the attacks that once failed (issues 13 and 21), run the way a user meets it.
 """
 
 from __future__ import annotations
@@ -235,6 +235,15 @@ def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path)
     (keep / "out-0.bin").write_bytes(b"edited")
     _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "out-0.bin")
     assert (keep / "out-0.bin").read_bytes() == b"edited"
+    # --force writes over what a run writes, and never adopts the user's files: the next run
+    # without it still refuses them.
+    (keep / "mine.txt").write_text("the user's\n")
+    forced = run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep), "--force")
+    assert forced.returncode == 0, forced.stderr
+    listed = json.loads((keep / ".cortexm-run.json").read_text())["written"]
+    assert "mine.txt" not in listed and "out-0.bin" in listed
+    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "mine.txt, which cortexm did not write")
+    assert (keep / "mine.txt").read_text() == "the user's\n"
 
 
 def test_run_audits_before_building(exported):
@@ -245,3 +254,64 @@ def test_run_audits_before_building(exported):
     first_problem = next(l for l in verify.stdout.splitlines() if l.startswith("FAIL"))
     result = run_cli("run", pte, "-t", "cortex-m55", "--executorch-src", "/nonexistent-tree")
     _assert_one_line_error(result, first_problem, "--no-audit")
+
+
+# --- issue 21: nothing outside what cortexm wrote is touched --------------------------------
+
+def _entry(path) -> dict:
+    import hashlib
+
+    return {"size": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def test_a_sidecar_never_names_a_file_outside_its_bundle(tmp_path):
+    """A sidecar beside the output that lists ../notes.txt or an absolute path (in its manifest,
+    or, without one, as an older cortexm's file names): the export never removes those."""
+    notes, absolute = tmp_path / "notes.txt", tmp_path / "abs-notes.txt"
+    for path in (notes, absolute):
+        path.write_text("the user's\n")
+    forged = {
+        "dotdot": {"written": {"../notes.txt": _entry(notes)}},
+        "absolute": {"written": {str(absolute): _entry(absolute)}},
+        "old-format": {"cortexm": {"format": 1}, "name": "X", "dialect": "../notes.txt", "inputs": [], "outputs": []},
+    }
+    for name, sidecar in forged.items():
+        out = tmp_path / name
+        out.mkdir()
+        (out / "X.json").write_text(json.dumps(sidecar))
+        result = run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out / "X.pte"))
+        assert notes.read_text() == "the user's\n" and absolute.read_text() == "the user's\n", name
+        if result.returncode != 0:  # the forged sidecar is not cortexm's: refused, and left as it was
+            _assert_one_line_error(result, "X.json exists and was not written by cortexm")
+            assert json.loads((out / "X.json").read_text()) == sidecar
+
+
+def test_reports_replace_only_reports(tmp_path):
+    """--json/--junit over a user's file, or through a link to one, is refused before the run;
+    a report cortexm wrote is replaced; a folder that is not there yet is made."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("the user's\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(mine)
+    common = ["test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none"]
+    _assert_one_line_error(run_cli(*common, "--junit", str(mine)), "not a report cortexm wrote")
+    _assert_one_line_error(run_cli(*common, "--json", str(link)), "not a regular file")
+    assert mine.read_text() == "the user's\n" and link.is_symlink()
+    report = tmp_path / "no" / "such" / "folder" / "r.json"
+    for _ in range(2):  # the second run replaces the first's report
+        done = run_cli(*common, "--json", str(report), "--junit", str(report.with_suffix(".xml")))
+        assert done.returncode in (0, 1), done.stderr  # 1: a golden may differ with the tree's lowering
+        assert json.loads(report.read_text())["results"]
+    _assert_one_line_error(run_cli("report", "merge", str(report), "--json", str(mine)), "not a report cortexm wrote")
+    assert mine.read_text() == "the user's\n"
+
+
+def test_case_names_that_are_paths_are_refused(tmp_path):
+    cases = tmp_path / "deep" / "cases.py"
+    cases.parent.mkdir()
+    cases.write_text("import torch\nfrom cortexm.cases import register\n\n"
+                     "@register('../../escaped', 'a name that is a path')\n"
+                     "def _():\n    return torch.nn.ReLU(), (torch.rand(1, 8),)\n")
+    result = run_cli("test", "--cases", str(cases), "-t", "cortex-m7", "--sim", "none")
+    _assert_one_line_error(result, "case name '../../escaped' cannot name a file")
+    assert not list(tmp_path.rglob("escaped*"))

@@ -52,8 +52,7 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
     started = time.monotonic()
     say = progress or (lambda _message: None)
     out = Path(out)
-    manifest.check_writable(out, "library folder", folder=True)
-    manifest.check_folder_owned(out, provenance.JSON, force, "choose another -o")  # before any work
+    manifest.OwnedFolder(out, provenance.JSON, "library folder", force, "choose another -o")  # before any work
     et = sources.require(sources.EXECUTORCH, executorch_src)
     nn = sources.require(sources.CMSIS_NN, cmsis_nn_src)
     upstream = Upstream(et)

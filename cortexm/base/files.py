@@ -9,6 +9,7 @@ before a byte of it is read.
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
@@ -35,3 +36,16 @@ def regular(path: str | Path, what: str = "file", limit: int | None = None) -> P
     if limit is not None and info.st_size > limit:
         raise CortexmError(f"{path}: {info.st_size} B, larger than any {what} cortexm reads ({limit} B)")
     return path
+
+
+_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.+ -]{0,126}[A-Za-z0-9_.+-])?")
+
+
+def check_name(name: object, what: str = "name") -> str:
+    """`name`, when it can be a part of a path as it is and a line of a table (a case's, a
+    model's): letters, digits, `_ . + -` and inner spaces, not starting with a dot or a dash, at
+    most 128 characters."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise CortexmError(f"{what} {str(name)[:60]!r} cannot name a file: use letters, digits, _ . + - and "
+                           "inner spaces (not first: . or -), at most 128 characters")
+    return name

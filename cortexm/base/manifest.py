@@ -4,21 +4,27 @@
     manifest.damage(folder, written)        # None, or "x.pte has 10 B, 4126 B were written"
 
 One record, two uses:
-- ownership: cortexm replaces or deletes only files that a manifest it wrote lists with the
-  content they still have. Anything else is the user's, replaced only with --force, and the
-  check runs before the expensive work, so a refusal costs nothing.
+- ownership: cortexm replaces or removes only files inside a folder it writes that a manifest it
+  wrote lists, with the content they still have. A name in a manifest is relative and
+  normalised (no `..`, no absolute path, no symlink on the way), or the manifest is not
+  cortexm's and is trusted for nothing. Anything else is the user's: replaced only with
+  --force, and never adopted (the next manifest lists only what cortexm wrote). The checks run
+  before the expensive work, so a refusal costs nothing.
 - integrity: a cache entry is used only when every file its manifest lists is there, whole. The
   manifest is written last, so an entry without one is unfinished or older than manifests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from pathlib import Path
+import stat
+import tempfile
+from pathlib import Path, PurePosixPath
 
-from cortexm.base.errors import CortexmError
+from cortexm.base.errors import CortexmError, StorageError
 
 KEY = "written"  # in a sidecar, build.json, provenance.json: {relative path: {size, sha256}}
 NAME_MAX = 255
@@ -41,38 +47,90 @@ def of_files(folder: Path, names: list[str]) -> dict[str, dict]:
     return {name: entry(Path(folder) / name) for name in names}
 
 
+def of_data(files: dict[str, bytes]) -> dict[str, dict]:
+    """The manifest of files about to be written, from their bytes."""
+    return {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in files.items()}
+
+
 def of_folder(folder: Path, skip: str = "") -> dict[str, dict]:
-    """The manifest of every file under `folder` but `skip` (the file that will hold it)."""
-    folder = Path(folder)
-    return {p.relative_to(folder).as_posix(): entry(p) for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.relative_to(folder).as_posix() != skip}
+    """The manifest of every regular file under `folder` but `skip` (the file that will hold it)."""
+    return {rel: entry(path) for rel, path in files_in(folder) if rel != skip and _regular(path)}
+
+
+def files_in(folder: Path) -> list[tuple[str, Path]]:
+    """(relative name, path) of everything under `folder` that is not a folder, symlinks
+    included as themselves (never followed), in a stable order."""
+    found = []
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        dirs.sort()
+        for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            path = Path(root) / name
+            found.append((path.relative_to(folder).as_posix(), path))
+    return sorted(found)
+
+
+def safe_name(name: object) -> bool:
+    """A name a manifest may hold: relative, normalised, inside the folder."""
+    if not isinstance(name, str) or not name or "\\" in name or "\0" in name:
+        return False
+    path = PurePosixPath(name)
+    return not path.is_absolute() and path.as_posix() == name and all(p not in ("", ".", "..") for p in path.parts)
 
 
 def read(path: Path) -> dict[str, dict] | None:
-    """The manifest a JSON file cortexm wrote holds, or None (absent, unreadable, none in it)."""
+    """The manifest a JSON file cortexm wrote holds, or None (absent, unreadable, none in it, or
+    a name no manifest of cortexm's holds: such a file is not cortexm's)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     written = data.get(KEY) if isinstance(data, dict) else None
-    if not isinstance(written, dict) or not all(isinstance(e, dict) for e in written.values()):
+    if not isinstance(written, dict) or not all(safe_name(n) and isinstance(e, dict) for n, e in written.items()):
         return None
     return written
 
 
+def inside(folder: Path, name: str) -> Path | None:
+    """folder/name when `name` is safe and no part of the way there is a symlink, else None."""
+    if not safe_name(name):
+        return None
+    path = Path(folder)
+    for part in PurePosixPath(name).parts:
+        path = path / part
+        if path.is_symlink():
+            return None
+    return path
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def matches(path: Path, listed: dict) -> bool:
-    """`path` is a regular file with the size and content `listed`."""
+    """`path` is a regular file (not a symlink) with the size and content `listed`."""
     path = Path(path)
-    if path.is_symlink() or not path.is_file():
+    if not _regular(path):
         return False
     return path.stat().st_size == listed.get("size") and sha256(path) == listed.get("sha256")
+
+
+def owned(folder: Path, written: dict[str, dict] | None) -> dict[str, dict]:
+    """The entries of `written` whose file is inside `folder` and as it was written: the files
+    cortexm may replace or remove there."""
+    return {name: e for name, e in (written or {}).items()
+            if (path := inside(folder, name)) is not None and matches(path, e)}
 
 
 def damage(folder: Path, written: dict[str, dict]) -> str | None:
     """What is wrong with the files `written` lists under `folder`, or None when all are whole."""
     for name, listed in sorted(written.items()):
-        path = Path(folder) / name
-        if not path.is_file():
+        path = inside(folder, name)
+        if path is None:
+            return f"it lists {name!r}, which is not a name inside it"
+        if not _regular(path):
             return f"{name} is missing"
         size = path.stat().st_size
         if size != listed.get("size"):
@@ -82,55 +140,145 @@ def damage(folder: Path, written: dict[str, dict]) -> str | None:
     return None
 
 
-# --- ownership: checks before cortexm writes where a user may keep files ------------------
+# --- checks before cortexm writes where a user may keep files ------------------------------
 
 def check_writable(target: Path, what: str = "output", folder: bool = False) -> None:
     """The folder `target` (a file, or a `folder`) goes to exists as a writable folder, or can be
-    made; every name in its path fits."""
+    made; every name in its path fits. Writability is tried (a full or read-only disk says so
+    only then), in the nearest folder that exists, which is left as it was."""
     target = Path(target)
     for part in target.parts:
         if len(os.fsencode(part)) > NAME_MAX:
             raise CortexmError(f"{part[:40]}...: a name in the {what} path is longer than {NAME_MAX} bytes")
     if target.is_dir() and not folder:
         raise CortexmError(f"{target}: is a directory")
-    ancestor = target.parent
+    ancestor = target if folder and target.is_dir() else target.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise CortexmError(f"{target}: {ancestor} is not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise CortexmError(f"{target}: {ancestor} is not writable")
+    probe_writable(ancestor, target, what)
+
+
+def probe_writable(folder: Path, target: Path | None = None, what: str = "output") -> None:
+    """A byte written to a new file in `folder` and removed again, or a StorageError naming
+    `target` (default `folder`)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".cortexm-probe-")
+        try:
+            os.write(fd, b"\0")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        raise StorageError(f"{target or folder}: cannot write the {what} in {folder} ({e.strerror or e})") from None
 
 
 def check_owned(folder: Path, names: list[str], written: dict[str, dict] | None, force: bool, retry: str) -> None:
     """Every one of `names` that exists in `folder` is listed in `written` as it is now, unless
     `force`. `retry` says what to do instead (e.g. 'choose another -o')."""
+    mine = owned(folder, written)
     for name in names:
         path = Path(folder) / name
         if not os.path.lexists(path):
             continue
         if path.is_symlink() or not path.is_file():
             raise CortexmError(f"{path} exists and is not a regular file; {retry}")
-        if not force and not (written and name in written and matches(path, written[name])):
+        if not force and name not in mine:
             raise CortexmError(f"{path} exists and was not written by cortexm (or was changed since); "
                                f"{retry}, or pass --force to replace it")
 
 
-def check_folder_owned(folder: Path, manifest_file: str, force: bool, retry: str) -> None:
-    """`folder` is absent, empty, or holds only what the manifest in `folder/manifest_file` lists
-    as it is now (that file aside), unless `force`. Whatever `force` says, it must be a folder."""
-    folder = Path(folder)
-    if not os.path.lexists(folder):
-        return
-    if folder.is_symlink() or not folder.is_dir():
-        raise CortexmError(f"{folder} exists and is not a folder; {retry}")
-    if force or not any(folder.iterdir()):
-        return
-    written = read(folder / manifest_file)
-    for path in sorted(folder.rglob("*"), key=lambda p: (p.relative_to(folder).as_posix() != manifest_file, p)):
-        rel = path.relative_to(folder).as_posix()
-        if (rel == manifest_file and written is not None) or (path.is_dir() and not path.is_symlink()):
-            continue
-        if not (written and rel in written and matches(path, written[rel])):
-            raise CortexmError(f"{folder} holds {rel}, which cortexm did not write (or which was changed since); "
-                               f"{retry}, or pass --force")
+def _fingerprint(path: Path) -> tuple:
+    info = os.lstat(path)
+    return info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino
+
+
+class OwnedFolder:
+    """A folder cortexm writes into where a user may keep files (run --keep, sweep --out,
+    upstream-tests --out, test --coverage, arduino-lib -o), with the manifest `manifest_name`
+    inside it, written last, of what cortexm wrote there.
+
+        out = OwnedFolder(folder, ".cortexm-run.json", "--keep folder", force, "choose another --keep folder")
+        out.clear()     # remove what an earlier run wrote there (a run that starts afresh)
+        ...             # write files
+        out.seal()      # the manifest: every file there but the user's
+
+    Made before the work: a folder holding a file cortexm did not write (or that was changed
+    since) is refused unless `force`; with `force` those files may be written over, and the
+    ones left as they were are never listed.
+    """
+
+    def __init__(self, folder: Path, manifest_name: str, what: str, force: bool, retry: str) -> None:
+        self.folder, self.manifest_name = Path(folder), manifest_name
+        check_writable(self.folder, what, folder=True)
+        self.ours: dict[str, dict] = {}
+        self.theirs: dict[str, tuple] = {}  # the user's files as they were: name -> lstat fingerprint
+        if not os.path.lexists(self.folder):
+            return
+        if self.folder.is_symlink() or not self.folder.is_dir():
+            raise CortexmError(f"{self.folder} exists and is not a folder; {retry}")
+        listed = read(self.folder / manifest_name)
+        self.ours = owned(self.folder, listed)
+        for rel, path in files_in(self.folder):
+            if rel not in self.ours and not (rel == manifest_name and listed is not None):
+                self.theirs[rel] = _fingerprint(path)
+        if self.theirs and not force:
+            changed = [rel for rel in self.theirs if rel in (listed or {})]
+            first = (changed or list(self.theirs))[0]
+            raise CortexmError(f"{self.folder} holds {first}, which cortexm did not write (or which was changed "
+                               f"since); {retry}, or pass --force")
+
+    def clear(self) -> None:
+        """Removes the files an earlier run listed (as they were written) and its manifest."""
+        for rel in self.ours:
+            (self.folder / rel).unlink(missing_ok=True)
+        if self.manifest_name not in self.theirs:
+            (self.folder / self.manifest_name).unlink(missing_ok=True)
+        self.ours = {}
+
+    def seal(self, extra: dict | None = None) -> None:
+        """Writes the manifest: every regular file in the folder but the user's files as they
+        were (`extra`: more fields of the manifest file). If it cannot be written, the files
+        this run wrote are removed, so no file without a manifest is left to refuse a rerun."""
+        try:
+            written = {rel: entry(path) for rel, path in files_in(self.folder)
+                       if rel != self.manifest_name and _regular(path) and self.theirs.get(rel) != _fingerprint(path)}
+            atomic_write(self.folder / self.manifest_name,
+                         (json.dumps({**(extra or {}), KEY: written}, indent=1) + "\n").encode())
+        except OSError:
+            for rel, path in files_in(self.folder):
+                if rel not in self.theirs and rel not in self.ours:
+                    path.unlink(missing_ok=True)
+            raise
+
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """`path` holds `data` whole, or is as it was (a symlink at `path` is replaced, never followed)."""
+    atomic_write_all([(Path(path), data)])
+
+
+def atomic_write_all(files: list[tuple[Path, bytes]]) -> None:
+    """Every file whole, or none changed: all are written beside their place first, under names
+    no user chose (a full disk stops it there, and the partial files go), then renamed into
+    place in order, the last one last (a manifest that vouches for the others)."""
+    written: list[tuple[str, Path]] = []
+    try:
+        for path, data in files:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.", suffix=".partial")
+            written.append((tmp, path))
+            os.fchmod(fd, 0o666 & ~_UMASK)  # as a plain open() would make it, not mkstemp's 0600
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+    except BaseException:
+        for tmp, _path in written:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        raise
+    for tmp, path in written:
+        os.replace(tmp, path)

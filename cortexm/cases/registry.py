@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from cortexm.base import files
 from cortexm.cases import defects
 from cortexm.cases.defects import KnownDefect
 
@@ -64,6 +65,8 @@ def register(name: str, doc: str, qtol: int = 0, notes: str = "",
     if isinstance(known_failures, dict):
         known_failures = tuple(defects.user_note(reason, cores=() if core == "*" else (core,))
                                for core, reason in known_failures.items())
+
+    files.check_name(name, "case name")  # it names the case's export files and cache entry
 
     def wrap(fn: Callable[[], tuple]) -> Callable[[], tuple]:
         if name in REGISTRY:

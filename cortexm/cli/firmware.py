@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -16,6 +17,10 @@ from cortexm.cli.options import (
     target_option,
     timeout_option,
 )
+
+
+# In a --keep folder: what the run wrote there (cortexm.base.manifest), so the next run may replace it.
+KEEP_MANIFEST = ".cortexm-run.json"
 
 
 def _ops_list(ops: str | None) -> list[str]:
@@ -94,7 +99,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     from cortexm.base import manifest
     from cortexm.sim.inputs import read_labels
     from cortexm.pte import load
-    from cortexm.sim.run import RunError, core_mismatch, prepare_keep, run_pte, seal_keep
+    from cortexm.sim.run import RunError, core_mismatch, run_pte
     from cortexm.base.targets import core
 
     program = program_path(pte)
@@ -109,10 +114,16 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
         raise CortexmError(f"{len(save)} --save files for {outputs} outputs")
     for path in save:
         manifest.check_writable(Path(path), "--save")
-        if Path(path).exists() and not force:
+        if os.path.lexists(path) and (Path(path).is_symlink() or not Path(path).is_file()):
+            raise CortexmError(f"{path} exists and is not a regular file; choose another --save file")
+        if os.path.lexists(path) and not force:
             raise CortexmError(f"{path} exists; choose another --save file, or pass --force to replace it")
+    kept = None
     if keep:
-        prepare_keep(Path(keep), force)
+        # The folder's files are the last run's (replaced) or the user's (refused, or with --force
+        # written over where a run writes and otherwise left alone, and never listed as the run's).
+        kept = manifest.OwnedFolder(Path(keep), KEEP_MANIFEST, "--keep folder", force, "choose another --keep folder")
+        kept.clear()
     if not no_audit:
         _audit(program, target_core)
     warning = core_mismatch(program, target_core)
@@ -127,8 +138,8 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
         click.echo(f"error: {e}", err=True)
         return EXIT_PROBLEMS
     finally:
-        if keep and Path(keep).is_dir():
-            seal_keep(Path(keep))
+        if kept and Path(keep).is_dir():
+            kept.seal({"tool": "cortexm run"})
     for path, out in zip(save, result.outputs):
         _save_npy(Path(path), out)
     if show_log:
@@ -185,12 +196,15 @@ def _audit(program: Path, target_core) -> None:
 
 
 def _save_npy(path: Path, values) -> None:
+    import io
+
     import numpy as np
 
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "wb") as f:
-        np.save(f, values, allow_pickle=False)
-    partial.replace(path)
+    from cortexm.base import manifest
+
+    data = io.BytesIO()
+    np.save(data, values, allow_pickle=False)
+    manifest.atomic_write(path, data.getvalue())
 
 
 def _describe_output(index: int, out, diff, top: int = 0, labels: list[str] | None = None) -> dict:

@@ -43,12 +43,16 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
         raise click.UsageError("missing MODEL (a built-in case, see --list, or FILE.py:FACTORY)")
     if not target:
         raise click.UsageError("missing --target (e.g. --target cortex-m7); there is no default core")
+    from cortexm.base import files
     from cortexm.lowering import export as exporter
     from cortexm.lowering import modelsource
     from cortexm.pte.sidecar import sidecar_path
 
     core = core_named(target)
-    out = Path(output) if output else Path(f"{modelsource.name_of(model)}-{core.short}.pte")
+    if output:
+        out = Path(output)
+    else:  # the model's name becomes the file's: a name, not a path (`model.py:../x`)
+        out = Path(f"{files.check_name(modelsource.name_of(model), 'model name')}-{core.short}.pte")
     exporter.check_target(out, force)  # before the lowering: a refusal costs nothing
     choose_lowering(executorch_src, lowering)
     bundle = modelsource.load(model)
@@ -101,11 +105,11 @@ def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, 
     choose_lowering(executorch_src, lowering)
     problems = 0
     for name in names:
+        texts = export.lowered_texts(modelsource.load(name), cores)  # quantized once for every core
         for core in cores:
-            try:
-                text = export.lowered_text(modelsource.load(name), core)
-            except export.KnownFailure as e:
-                click.echo(f"XFAIL {name} {core.name}: {e}")
+            text = texts[core.name]
+            if isinstance(text, export.KnownFailure):
+                click.echo(f"XFAIL {name} {core.name}: {text}")
                 continue
             if not goldens:
                 click.echo(text, nl=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from cortexm import __version__
+from cortexm.base import manifest
 from cortexm.base.errors import CortexmError
 from cortexm.base.progress import Progress
 from cortexm.cli.options import (
@@ -23,6 +24,7 @@ from cortexm.cli.options import (
     targets_option,
     timeout_option,
 )
+from cortexm.report import outputs
 
 
 def _coverage(options, out_dir: Path) -> dict:
@@ -93,6 +95,12 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
     from cortexm.testing import app, simulate
     from cortexm.testing.summary import print_summary
 
+    # Before any work: where the reports go, and what the given programs are called.
+    reports = outputs.check({"--json": json_path, "--junit": junit})
+    coverage_out = manifest.OwnedFolder(Path(coverage_dir), ".cortexm-coverage.json", "--coverage folder", False,
+                                        "choose another --coverage folder") if coverage_dir else None
+    for pte in ptes:
+        _given_name(Path(pte))
     names = list(targets) or list(DEFAULT_TEST_CORES)
     if all_cores:
         names += [c for c in EXTRA_CORES if c not in names]
@@ -122,17 +130,27 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
     elapsed = time.perf_counter() - started
     print_summary(results, checks, options, elapsed)
     covered = _coverage(options, Path(coverage_dir)) if coverage_dir else {}
+    if coverage_out:
+        coverage_out.seal({"tool": "cortexm test --coverage"})
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
             "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "lowering": backend_source.describe(),
             "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()}}
-    if junit:
-        Path(junit).write_text(app.to_junit(results, checks))
-    if json_path:
-        Path(json_path).write_text(app.to_json(results, checks, meta))
+    outputs.write(reports["--junit"], app.to_junit(results, checks))
+    outputs.write(reports["--json"], app.to_json(results, checks, meta))
     # A simulation that was asked for and did not happen fails the run (--sim none asks for none).
     unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
     return EXIT_PROBLEMS if any(r.failed for r in results) or any(c.failed for c in checks) or unsimulated else 0
+
+
+def _given_name(pte: Path) -> None:
+    """A given program's name (its sidecar's) names its rows: one line, not a forged row."""
+    from cortexm.base import files
+    from cortexm.pte.sidecar import read_sidecar
+
+    sidecar = read_sidecar(files.regular(pte, "program", files.MAX_PROGRAM))
+    if sidecar is not None:
+        files.check_name(sidecar.get("name"), f"{pte}: its sidecar's name")
 
 
 @click.command(name="upstream-tests")
@@ -160,6 +178,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     from cortexm.report import table
     from cortexm.testing import upstream
 
+    reports = outputs.check({"--json": json_path, "--junit": junit})
+    out = manifest.OwnedFolder(Path(out_dir), ".cortexm-upstream.json", "--out folder", False, "choose another --out folder")
     cores = [core_named(t).name for t in (targets or DEFAULT_TEST_CORES)]
     with Progress() as progress:
         fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
@@ -172,8 +192,12 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
             if value:
                 os.environ[name] = str(Path(value).resolve())  # the sessions build from the same trees
         click.echo(f"tests: {folder}\nlowered by {backend_source.describe()}", err=True)
-        runs = upstream.run_suite(folder, cores, sim, pattern, Path(out_dir), progress)
-    rows, failures, report = [], [], {"tests": str(folder), "lowering": backend_source.describe(), "cores": {}}
+        try:
+            runs = upstream.run_suite(folder, cores, sim, pattern, Path(out_dir), progress)
+        finally:
+            out.seal({"tool": "cortexm upstream-tests"})
+    rows, failures = [], []
+    report = {"cortexm": __version__, "tests": str(folder), "lowering": backend_source.describe(), "cores": {}}
     for core, run in runs.items():
         counts, problems = upstream.verdicts(run["junit"])
         stats = run["stats"]
@@ -214,10 +238,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
         else:
             click.echo(f"{kind.upper().rstrip('S')} {core} {test}: {line}")
             unexplained.append(test)
-    if junit:
-        Path(junit).write_text(upstream.merge_junit({core: run["junit"] for core, run in runs.items()}))
-    if json_path:
-        Path(json_path).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    outputs.write(reports["--junit"], upstream.merge_junit({core: run["junit"] for core, run in runs.items()}))
+    outputs.write(reports["--json"], json.dumps(report, indent=1, default=str) + "\n")
     return EXIT_PROBLEMS if unexplained else 0
 
 
@@ -296,6 +318,7 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
     from cortexm.testing import app
     from cortexm.testing.merge import merge_reports
 
+    written = outputs.check({"--json": json_path, "--junit": junit})
     loaded = []
     for path in reports:
         try:
@@ -303,10 +326,8 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
         except (ValueError, UnicodeDecodeError) as e:
             raise CortexmError(f"{path}: not a JSON report ({e})") from None
     results, checks, meta = merge_reports(loaded, list(reports))
-    if json_path:
-        Path(json_path).write_text(app.to_json(results, checks, meta))
-    if junit:
-        Path(junit).write_text(app.to_junit(results, checks))
+    outputs.write(written["--json"], app.to_json(results, checks, meta))
+    outputs.write(written["--junit"], app.to_junit(results, checks))
     failed = [r for r in results if r.failed] + [c for c in checks if c.failed]
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in results).items()))
     click.echo(f"merged {len(reports)} reports: {len(results)} results ({statuses}); "

@@ -28,7 +28,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 
@@ -41,7 +40,7 @@ from cortexm import __version__
 from cortexm.base import manifest
 
 from cortexm.lowering import backend_source
-from cortexm.base.errors import CortexmError
+from cortexm.base.errors import CortexmError, StorageError, storage_error
 from cortexm.pte.sidecar import read_sidecar, sidecar_path
 from cortexm.lowering.modelsource import ModelBundle
 from cortexm.base.targets import Core
@@ -451,20 +450,26 @@ def check_target(pte_path: Path, force: bool = False) -> None:
 
 
 def _owned(sidecar_file: Path) -> dict[str, dict] | None:
-    """The manifest of what the sidecar at `sidecar_file` says cortexm wrote (the sidecar too),
-    or for a sidecar of an older cortexm, without one, the files it names as they are now."""
-    if not sidecar_file.is_file():
+    """The files beside `sidecar_file` that cortexm may replace or remove: those its manifest
+    lists as they were written, the sidecar too. A manifest naming a file there that is not one
+    of the bundle's is not cortexm's (None), nor is a sidecar of an older cortexm, without a
+    manifest, unless the program beside it is the one it describes (then the bundle files it
+    names, as they are)."""
+    if not sidecar_file.is_file() or sidecar_file.is_symlink():
         return None
+    folder, pte = sidecar_file.parent, sidecar_file.with_suffix(".pte")
+    names = set(bundle_names(pte.stem, folder))
     written = manifest.read(sidecar_file)
-    if written is not None:
-        return {**written, sidecar_file.name: manifest.entry(sidecar_file)}
-    sidecar = read_sidecar(sidecar_file.with_suffix(".pte"))
-    if sidecar is None:
+    if written is None:
+        sidecar = read_sidecar(pte)
+        if sidecar is None or not pte.is_file() or sidecar.get("pte_sha256") != manifest.sha256(pte):
+            return None
+        listed = [pte.name, sidecar.get("dialect"), sidecar.get("isolated")]
+        listed += [e.get("file") for e in sidecar.get("inputs", [])] + [e.get("reference") for e in sidecar.get("outputs", [])]
+        written = manifest.of_files(folder, [n for n in listed if n in names and (folder / n).is_file()])
+    if any(n not in names and os.path.lexists(folder / n) for n in written):
         return None
-    names = [sidecar_file.with_suffix(".pte").name, sidecar_file.name, sidecar.get("dialect", ""), sidecar.get("isolated", "")]
-    names += [e.get("file", "") for e in sidecar.get("inputs", [])] + [e.get("reference", "") for e in sidecar.get("outputs", [])]
-    folder = sidecar_file.parent
-    return manifest.of_files(folder, [n for n in names if isinstance(n, str) and n and (folder / n).is_file()])
+    return {**manifest.owned(folder, written), sidecar_file.name: manifest.entry(sidecar_file)}
 
 
 def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
@@ -494,25 +499,22 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
         files.append((folder / sidecar["isolated"], result.isolated))
     files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs)]
     files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references)]
-    for path, data in files:
-        _atomic_write(path, data)
-    sidecar[manifest.KEY] = manifest.of_files(folder, [p.name for p, _ in files])
-    _atomic_write(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())
     if sidecar.get("semantic"):
         files += [(folder / name, result.models[kind]) for kind, name in sidecar["semantic"]["models"].items()]
         files += [(folder / name, data) for name, data in zip(sidecar["semantic"]["outputs"], result.model_outputs) if name]
+    sidecar[manifest.KEY] = manifest.of_data({p.name: data for p, data in files})
+    _atomic_write(files + [(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())])
     for stale in set(before) - {p.name for p, _ in files} - {sidecar_file.name}:
         if manifest.matches(folder / stale, before[stale]):
             (folder / stale).unlink()
     return [p for p, _ in files] + [sidecar_file]
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def _atomic_write(files: list[tuple[Path, bytes]]) -> None:
+    """The bundle whole, or no file of it changed (cortexm.base.manifest.atomic_write_all)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        manifest.atomic_write_all(files)
+    except OSError as e:
+        if storage_error(e) is None:
+            raise
+        raise StorageError(f"{files[0][0].parent}: the export could not be written ({e.strerror})") from None

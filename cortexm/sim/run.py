@@ -13,8 +13,6 @@ message is the runner's first failure line.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -24,7 +22,6 @@ import numpy as np
 
 from cortexm import sim
 
-from cortexm.base import manifest
 from cortexm.base.errors import CortexmError
 from cortexm.pte.sidecar import read_sidecar
 from cortexm.firmware import Runner, build_runner, model_ops, suite_ops
@@ -37,8 +34,6 @@ from cortexm.testing.compare import DTYPES, OutputDiff, compare, reference_outpu
 
 # Bytes of a non-tensor input or output as the runner reads and writes it.
 _SCALARS = {bool: (1, np.bool_), int: (8, np.int64), float: (8, np.float64)}
-# In a --keep folder: what the run wrote there (cortexm.base.manifest), so the next run may replace it.
-KEEP_MANIFEST = ".cortexm-run.json"
 
 
 class RunError(CortexmError):
@@ -208,29 +203,6 @@ def input_bytes(pte: Path, plan: ExecutionPlan, sidecar: dict | None, given: lis
             raise CortexmError(f"input {k}: {spec} has {len(raw)} B, the program's input {k} is {what} = {expected} B")
         data.append(raw)
     return data
-
-
-def prepare_keep(folder: Path, force: bool) -> None:
-    """Before a run in `folder` (--keep): it is new, empty, or holds only what an earlier run
-    wrote there (which is then removed); anything else is the user's (--force writes over the
-    files a run writes, and leaves the others alone)."""
-    folder = Path(folder)
-    manifest.check_writable(folder, "--keep", folder=True)
-    manifest.check_folder_owned(folder, KEEP_MANIFEST, force, "choose another --keep folder")
-    if not folder.is_dir():
-        return
-    for name in manifest.read(folder / KEEP_MANIFEST) or {}:
-        if "/" not in name and name not in ("", ".", ".."):  # a run writes no subfolders
-            (folder / name).unlink(missing_ok=True)
-    (folder / KEEP_MANIFEST).unlink(missing_ok=True)
-
-
-def seal_keep(folder: Path) -> None:
-    """After a run in `folder`: the manifest of what it wrote, written last."""
-    written = manifest.of_folder(folder, skip=KEEP_MANIFEST)
-    partial = Path(folder) / (KEEP_MANIFEST + ".partial")
-    partial.write_text(json.dumps({"tool": "cortexm run", manifest.KEY: written}, indent=1) + "\n")
-    os.replace(partial, Path(folder) / KEEP_MANIFEST)
 
 
 def _value_bytes(plan: ExecutionPlan, index: int) -> tuple[int, str]:

@@ -1,0 +1,84 @@
+"""Report files at paths a user names (--json, --junit): checked before the run, written whole
+at its end.
+
+    paths = outputs.check({"--json": json_path, "--junit": junit})   # before any work
+    outputs.write(paths["--json"], text)                              # at the end, atomically
+
+The ownership rule of cortexm.base.manifest, for one file: a report replaces only a regular file
+that is a report cortexm wrote (a report records what wrote it: its JSON names cortexm, its JUnit
+suite is cortexm's), never a symlink, never a user's file. A folder that does not exist yet is
+made. A path that cannot be written (a full or read-only disk) is one line before the run, not a
+lost report after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from cortexm.base import files, manifest
+from cortexm.base.errors import CortexmError, StorageError
+
+# The <testsuites name=...> of the JUnit reports cortexm writes (test, report merge, upstream-tests).
+JUNIT_SUITES = ("cortexm", "executorch cortex_m tests")
+_LARGEST_REPORT = 1 << 30
+
+
+def check(paths: dict[str, str | Path | None]) -> dict[str, Path | None]:
+    """option -> path, each checked: it may be written, and replacing what is there loses
+    nothing of the user's. Options whose value is None are left out of the checks."""
+    checked: dict[str, Path | None] = {}
+    seen: dict[Path, str] = {}
+    for option, value in paths.items():
+        if value is None:
+            checked[option] = None
+            continue
+        path = Path(value)
+        same = seen.get(path.absolute())
+        if same:
+            raise CortexmError(f"{path}: given to both {same} and {option}")
+        seen[path.absolute()] = option
+        manifest.check_writable(path, f"{option} report")
+        if os.path.lexists(path):
+            if path.is_symlink() or not path.is_file():
+                raise CortexmError(f"{path} exists and is not a regular file (a link is never followed); "
+                                   f"choose another {option} path")
+            if not is_report(path):
+                raise CortexmError(f"{path} exists and is not a report cortexm wrote; remove it or choose another "
+                                   f"{option} path")
+        checked[option] = path
+    return checked
+
+
+def is_report(path: Path) -> bool:
+    """`path` holds a JSON or JUnit report that cortexm wrote."""
+    try:
+        text = files.regular(path, "report", _LARGEST_REPORT).read_text()
+    except (CortexmError, OSError, UnicodeDecodeError):
+        return False
+    if text.lstrip().startswith("<"):
+        import xml.etree.ElementTree as ET
+
+        try:
+            root = ET.fromstring(text)
+        except ET.ParseError:
+            return False
+        return root.tag == "testsuites" and root.get("name") in JUNIT_SUITES
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    meta = data.get("meta") if isinstance(data, dict) else None
+    return isinstance(data, dict) and ("cortexm" in data or isinstance(meta, dict) and "cortexm" in meta)
+
+
+def write(path: Path | None, text: str) -> None:
+    """`text` at `path` (checked before), whole or not at all; nothing when `path` is None."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        manifest.atomic_write(path, text.encode())
+    except OSError as e:
+        raise StorageError(f"{path}: the report could not be written ({e.strerror or e})") from None
