@@ -5,6 +5,7 @@ Each test is one of the attacks that once failed (issues 13 and 21), run the way
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -315,3 +316,69 @@ def test_case_names_that_are_paths_are_refused(tmp_path):
     result = run_cli("test", "--cases", str(cases), "-t", "cortex-m7", "--sim", "none")
     _assert_one_line_error(result, "case name '../../escaped' cannot name a file")
     assert not list(tmp_path.rglob("escaped*"))
+
+
+# --- issue 21: a full or read-only disk is one line naming the place ------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A mounted tmpfs of 1 MiB: small(free=N) fills it to N bytes free, read_only() remounts it."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a full disk is a small tmpfs, which only root can mount; run the tests as root (or in CI) to check this")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs failed here (a container without the capability)")
+
+    class Disk:
+        path = disk
+
+        def fill(self, free: int = 0) -> None:
+            with open(disk / ".filler", "wb") as f:
+                with contextlib.suppress(OSError):
+                    f.write(b"\0" * ((1 << 20) - free))
+                    f.flush()
+
+        def read_only(self) -> None:
+            subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+
+    yield Disk()
+    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_full_export_cache_is_one_line_before_the_exports(small_disk, tmp_path):
+    import subprocess
+    import sys
+
+    small_disk.fill()
+    cache = small_disk.path / "exports"
+    env = {**os.environ, "CORTEXM_EXPORT_CACHE": str(cache)}
+    result = subprocess.run([sys.executable, "-m", "cortexm", "test", "-t", "cortex-m7", "-k", "relu", "--grid", "none",
+                             "--sim", "none"], capture_output=True, text=True, env=env, timeout=600)
+    _assert_one_line_error(result, str(cache))
+    # The report path too, before the run; then an export onto a disk that fills up midway
+    # leaves nothing that a second try, with room, refuses.
+    _assert_one_line_error(run_cli("test", "-t", "cortex-m7", "-k", "relu", "--sim", "none", "--json",
+                                   str(small_disk.path / "r.json")), str(small_disk.path))
+    (small_disk.path / ".filler").unlink()
+    small_disk.fill(free=8 << 10)
+    out = small_disk.path / "out" / "X.pte"
+    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out)), str(out.parent))
+    (small_disk.path / ".filler").unlink()
+    again = run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out))
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_read_only_export_cache_is_one_line(small_disk):
+    import subprocess
+    import sys
+
+    small_disk.read_only()
+    cache = small_disk.path / "exports"
+    result = subprocess.run([sys.executable, "-m", "cortexm", "test", "-t", "cortex-m7", "-k", "relu", "--grid", "none",
+                             "--sim", "none"], capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "CORTEXM_EXPORT_CACHE": str(cache)})
+    _assert_one_line_error(result, str(cache))

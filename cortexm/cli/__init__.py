@@ -16,7 +16,7 @@ import sys
 import click
 
 from cortexm import __version__
-from cortexm.base.errors import CortexmError
+from cortexm.base.errors import CortexmError, storage_error
 from cortexm.cli import arduino, checking, firmware, lowering, sources, testing
 from cortexm.cli.options import EXIT_BAD_INPUT
 
@@ -56,14 +56,32 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {e.format_message()}", err=True)
         code = EXIT_BAD_INPUT
     except CortexmError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {_one_line(str(e))}", err=True)
         code = EXIT_BAD_INPUT
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
         code = 130
-    except Exception as e:  # a bug: still one line, with a way to get details
-        if os.environ.get("CORTEXM_DEBUG"):
-            raise
-        click.echo(f"error: internal error {type(e).__name__}: {e} (set CORTEXM_DEBUG=1 for the traceback)", err=True)
-        code = 3
+    except OSError as e:
+        storage = storage_error(e)  # a full or read-only disk: the place, in one line
+        if storage is None:
+            code = _internal(e)
+        else:
+            click.echo(f"error: {_one_line(str(storage))}", err=True)
+            code = EXIT_BAD_INPUT
+    except Exception as e:
+        code = _internal(e)
     sys.exit(code or 0)
+
+
+def _internal(error: Exception) -> int:
+    """A bug: still one line, with a way to get details; exit status 3."""
+    if os.environ.get("CORTEXM_DEBUG"):
+        raise error
+    click.echo(f"error: internal error {type(error).__name__}: {_one_line(str(error))} "
+               "(set CORTEXM_DEBUG=1 for the traceback)", err=True)
+    return 3
+
+
+def _one_line(text: str) -> str:
+    """An error is one line whatever text it carries (a name with a newline in it)."""
+    return " ".join(text.split("\n")).replace("\r", " ")

@@ -29,7 +29,7 @@ from typing import Callable
 from cortexm import sources
 
 from cortexm.base import children, manifest
-from cortexm.base.errors import CortexmError
+from cortexm.base.errors import CortexmError, StorageError
 from cortexm.firmware import paths, tools
 from cortexm.sources import identity
 from cortexm.firmware.ops import model_ops, suite_ops
@@ -185,6 +185,7 @@ def build_runner(
     if cached is not None:
         return cached
 
+    manifest.check_writable(builds_dir(), "runner build cache", folder=True)  # full or read-only: one line now
     work.mkdir(parents=True, exist_ok=True)
     with _locked(work / ".lock"):
         cached = _load_cached(out, core, say)  # another process may have built it meanwhile
@@ -289,7 +290,14 @@ def _run(work: Path, command: list[str], log_name: str, what: str, task=None) ->
                 task.update(completed=int(step.group(1)), total=int(step.group(2)))
         returncode = process.wait()
     if returncode != 0:
-        raise CortexmError(f"{what} failed: {first_problem(log.read_text(errors='replace'))} (log: {log})")
+        text = log.read_text(errors="replace")
+        full = _NO_ROOM.search(text)
+        if full:  # the disk, not the code: the run stops with the place named
+            raise StorageError(f"{work}: {what} failed: {full.group(0)} (log: {log})")
+        raise CortexmError(f"{what} failed: {first_problem(text)} (log: {log})")
+
+
+_NO_ROOM = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system")
 
 
 _PROBLEM_PATTERNS = (

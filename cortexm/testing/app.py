@@ -22,7 +22,7 @@ from cortexm import cases as case_registry
 from cortexm.lowering import dialect
 from cortexm.checking.library import Library
 from cortexm.cases import defects
-from cortexm.base.errors import CortexmError
+from cortexm.base.errors import CortexmError, StorageError, storage_error
 from cortexm.lowering.backend_source import quiet_lowering_imports
 from cortexm.pte.sidecar import read_sidecar
 from cortexm.base.targets import Core
@@ -190,6 +190,7 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
             todo.append((case, core))
     if not todo:
         return results
+    cache.check_writable()  # a full or read-only cache: one line now, not a failure per case
     from cortexm.base import progress as progress_mod
 
     task = progress_mod.task(progress, f"exporting ({len(pairs) - len(todo)} of {len(pairs)} cached)", total=len(todo))
@@ -204,6 +205,7 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
     from concurrent.futures.process import BrokenProcessPool
 
     pool = _pool(jobs)
+    futures = {}
     try:
         pool.submit(backend_source.probe).result()  # a tree whose Python cannot run: one line, not N
         futures = {pool.submit(_export_job, case, core.name, options.layout, _str(_case_file(case))): (case, core)
@@ -212,16 +214,24 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
             case, core = futures[future]
             try:
                 results[(case, core.name)] = Path(future.result())
+            except StorageError:
+                raise  # the disk, not the case: the run stops
             except CortexmError as e:
                 results[(case, core.name)] = str(e)
             except BrokenProcessPool:
                 raise
             except Exception as e:  # a crash inside the lowering: keep going, report it
+                if storage_error(e):
+                    raise storage_error(e) from None
                 results[(case, core.name)] = f"{type(e).__name__}: {e}"
             task.advance()
     except BrokenProcessPool as e:
         _POOLS.clear()
         raise CortexmError(f"an export worker process died ({e}); run again with -j 1 to see where") from None
+    except BaseException:
+        for future in futures:  # the run stops: no export starts after this
+            future.cancel()
+        raise
     task.done()
     return results
 
@@ -254,6 +264,8 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 def _run_export(case: str, core: Core, options: Options) -> Path | str:
     try:
         return Path(_export_job(case, core.name, options.layout, _str(_case_file(case))))
+    except StorageError:
+        raise  # the disk, not the case: the run stops
     except CortexmError as e:
         return str(e)
 

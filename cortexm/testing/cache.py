@@ -21,9 +21,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm.base import manifest
-
-from cortexm.base import imports
+from cortexm.base import imports, manifest
+from cortexm.base.errors import storage_error
 from cortexm.lowering import backend_source
 from cortexm.sources import cache_dir
 
@@ -77,6 +76,11 @@ def root() -> Path:
     return Path(os.environ.get("CORTEXM_EXPORT_CACHE") or cache_dir() / "exports")
 
 
+def check_writable() -> None:
+    """Before exports: the cache folder can be written, or one line naming it."""
+    manifest.check_writable(root(), "export cache", folder=True)
+
+
 FAILURE = "export-failed.txt"
 MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
 
@@ -109,9 +113,12 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write) -> P
     from cortexm.base.errors import CortexmError
 
     final = root() / key(case, core, layout, case_file)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(final.parent)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        remove_abandoned(final.parent)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
+    except OSError as e:
+        raise storage_error(e) or e from None
     try:
         try:
             write(tmp / f"{case}.pte")
@@ -120,6 +127,8 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write) -> P
             _publish(tmp, final)
             raise
         _publish(tmp, final)
+    except OSError as e:
+        raise storage_error(e) or e from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from cortexm.base.errors import CortexmError
+from cortexm.base.errors import CortexmError, StorageError
 from cortexm.base.targets import Core
 from cortexm.testing.app import SimOutcome
 
@@ -70,6 +70,8 @@ def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn
             runner = build_runner(core, board=board, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
                                   options=BuildOptions(coverage=coverage), progress=progress)
             found[core.name] = RunnerSimulator(core, sim, runner, fvp, executorch_src, cmsis_nn_src, timeout)
+        except StorageError:
+            raise  # a full or read-only cache stops the run: no result is "not run" for it
         except CortexmError as e:
             found[core.name] = str(e)
     return found
