@@ -318,6 +318,35 @@ def test_case_names_that_are_paths_are_refused(tmp_path):
     assert not list(tmp_path.rglob("escaped*"))
 
 
+# --- issue 21: no stale program is tested -----------------------------------------------------
+
+def _case_file_run(folder, body: str) -> dict:
+    """`cortexm test --cases cases.py --sim none` in `folder`: the case's report row."""
+    (folder / "cases.py").write_text("import torch\nfrom cortexm.cases import register\n\n"
+                                     "@register('helped', 'a case whose model comes from a helper')\n"
+                                     f"def _():\n{body}\n")
+    result = run_cli("test", "--cases", "cases.py", "-t", "cortex-m7", "--sim", "none", "--json", "r.json", cwd=folder)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads((folder / "r.json").read_text())["results"][0]
+
+
+def test_a_case_files_helper_is_part_of_its_export_key(tmp_path):
+    body = "    import helper\n    return helper.model(), (torch.rand(1, 8) - 0.5,)"
+    (tmp_path / "helper.py").write_text("import torch\ndef model():\n    return torch.nn.ReLU()\n")
+    assert _case_file_run(tmp_path, body)["status"] == "NOT RUN"  # exported, checked, not simulated
+    (tmp_path / "helper.py").write_text("def model():\n    raise ValueError('helper v2 is broken')\n")
+    row = _case_file_run(tmp_path, body)
+    assert row["status"] == "FAIL" and "helper v2 is broken" in row["reason"], row
+
+
+def test_a_failure_that_may_pass_by_itself_is_not_cached(tmp_path):
+    body = "    open('weights.txt').read()\n    return torch.nn.ReLU(), (torch.rand(1, 8) - 0.5,)"
+    row = _case_file_run(tmp_path, body)
+    assert row["status"] == "FAIL" and "FileNotFoundError" in row["reason"], row
+    (tmp_path / "weights.txt").write_text("1\n")
+    assert _case_file_run(tmp_path, body)["status"] == "NOT RUN"
+
+
 # --- issue 21: a full or read-only disk is one line naming the place ------------------------------
 
 @pytest.fixture

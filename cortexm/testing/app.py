@@ -157,8 +157,9 @@ def _case_file(case: str) -> Path | None:
 
 # --- export stage (parallel, cached) ---------------------------------------------------
 
-def _export_job(case: str, core_name: str, layout: str, case_file: str | None) -> str:
-    """Runs in a worker process: export one case into the cache, return the .pte path."""
+def _export_job(case: str, core_name: str, layout: str, case_file: str | None, entry_key: str | None = None) -> str:
+    """Runs in a worker process: export one case into the cache (under `entry_key`, the key
+    the caller looked up), return the .pte path."""
     from cortexm.base import targets
     from cortexm.lowering import backend_source, export, modelsource
 
@@ -170,12 +171,15 @@ def _export_job(case: str, core_name: str, layout: str, case_file: str | None) -
     torch.set_num_threads(1)  # the pool already uses every core
     core = targets.core(core_name)
     cf = Path(case_file) if case_file else None
+    # Built before the cache entry is made: a model that cannot be built (its code may read a
+    # file, or import what is not installed yet) is never a cached failure.
+    bundle = modelsource.load(case)
 
     def write(path: Path) -> None:
-        export.write(export.export(modelsource.load(case), core, layout), path)
+        export.write(export.export(bundle, core, layout), path)
 
     # A failure is returned as its message by the caller; check() decides whether it was expected.
-    return str(cache.store(case, core_name, layout, cf, write))
+    return str(cache.store(case, core_name, layout, cf, write, entry_key))
 
 
 def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callable[[str], None]) -> dict[tuple[str, str], Path | str]:
@@ -208,7 +212,8 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
     futures = {}
     try:
         pool.submit(backend_source.probe).result()  # a tree whose Python cannot run: one line, not N
-        futures = {pool.submit(_export_job, case, core.name, options.layout, _str(_case_file(case))): (case, core)
+        futures = {pool.submit(_export_job, case, core.name, options.layout, _str(_case_file(case)),
+                               cache.key(case, core.name, options.layout, _case_file(case))): (case, core)
                    for case, core in todo}
         for future in as_completed(futures):
             case, core = futures[future]

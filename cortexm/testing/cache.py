@@ -1,12 +1,17 @@
 """Exports cached by content: what went into them decides whether they are reused.
 
-The key covers the case (its name, and for a user file its text), the core and
+The key covers the case (its name, and for a user's case file the text of every file of its
+own that its imports reach, and whether each module it imports is installed), the core and
 layout, the cortexm code that shapes an export (cortexm.lowering, the cases, and the integer
 reference cortexm.oracle, whose outputs are stored with the program), the
 installed torch and ExecuTorch, and the content of every file of the cortex_m
 backend the lowering reads (an ExecuTorch tree's, or the wheel's: see
 cortexm.lowering.backend_source), so a change in a contributor's tree re-exports. A second
 `cortexm test` with nothing changed reads every .pte from here without importing torch.
+
+A failed export is cached only when the lowering itself failed, for a reason the key covers:
+never when the case's model could not be built (its code may read files, or import what is
+not installed yet), nor for a missing module, a full disk or memory running out.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm.base import imports, manifest
+from cortexm.base import files, imports, manifest
 from cortexm.base.errors import storage_error
 from cortexm.lowering import backend_source
 from cortexm.sources import cache_dir
@@ -63,13 +68,33 @@ def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
     return h.hexdigest()
 
 
-def key(case: str, core: str, layout: str, case_file: Path | None = None) -> str:
+def fingerprint() -> str:
+    """What every cached export depends on besides its case: cortexm's code, torch and
+    ExecuTorch, the lowering's backend files."""
     backend_source.activate_from_environment()
-    h = hashlib.sha256(_code_fingerprint(backend_source.active_tree(), backend_source.active_helper()).encode())
+    return _code_fingerprint(backend_source.active_tree(), backend_source.active_helper())
+
+
+def key(case: str, core: str, layout: str, case_file: Path | None = None) -> str:
+    files.check_name(case, "case name")  # it names the entry's files
+    h = hashlib.sha256(fingerprint().encode())
     h.update(f"{case}\0{core}\0{layout}".encode())
     if case_file is not None:
-        h.update(case_file.read_bytes())
+        h.update(case_file_digest(case_file).encode())
     return h.hexdigest()[:24]
+
+
+@lru_cache(maxsize=None)
+def case_file_digest(case_file: Path) -> str:
+    """The content of a case file and of every file of the user's its imports reach, and how
+    its other imports resolve (cortexm.base.imports.file_closure); read once per process."""
+    own, other = imports.file_closure(case_file)
+    h = hashlib.sha256()
+    for f in own:  # by name and content: the same files elsewhere are the same cases
+        h.update(f"{f.name}\0".encode())
+        h.update(f.read_bytes())
+    h.update("\0".join(other).encode())
+    return h.hexdigest()
 
 
 def root() -> Path:
@@ -104,15 +129,17 @@ def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
     return (folder / FAILURE).read_text().strip() if FAILURE in written else None
 
 
-def store(case: str, core: str, layout: str, case_file: Path | None, write) -> Path:
-    """Run `write(pte_path)` into a fresh folder and move it into the cache atomically.
+def store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str | None = None) -> Path:
+    """Run `write(pte_path)` into a fresh folder and move it into the cache atomically
+    (`entry_key`: the key, when the caller computed it already).
 
-    An export that fails with a CortexmError is cached as its message: the same
-    inputs fail the same way, and a warm run should not pay for finding out again.
+    An export whose lowering fails with a CortexmError is cached as its message: the same
+    inputs fail the same way, and a warm run should not pay for finding out again. A failure
+    that may pass by itself (`transient`) is not cached.
     """
     from cortexm.base.errors import CortexmError
 
-    final = root() / key(case, core, layout, case_file)
+    final = root() / (entry_key or key(case, core, layout, case_file))
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         remove_abandoned(final.parent)
@@ -123,8 +150,9 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write) -> P
         try:
             write(tmp / f"{case}.pte")
         except CortexmError as e:
-            (tmp / FAILURE).write_text(str(e) + "\n")
-            _publish(tmp, final)
+            if not transient(e):
+                (tmp / FAILURE).write_text(str(e) + "\n")
+                _publish(tmp, final)
             raise
         _publish(tmp, final)
     except OSError as e:
@@ -133,6 +161,20 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write) -> P
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final / f"{case}.pte"
+
+
+def transient(error: BaseException) -> bool:
+    """Whether a failed export may succeed with the same key: it, or what caused it, is a
+    missing module, a file or disk problem, memory running out, or the disk being full."""
+    from cortexm.base.errors import StorageError
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, (ImportError, OSError, MemoryError, StorageError)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 TMP_PREFIX = ".tmp-"  # .tmp-PID-XXXX: an entry being written by process PID
