@@ -82,3 +82,72 @@ def test_a_child_that_ends_by_itself_is_left_alone():
     done = children.run(["sh", "-c", "echo out; echo err >&2; exit 3"], stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def _ninja_jobs(tmp_path) -> tuple[list[str], callable]:
+    """A real ninja running two jobs, each of which it puts in a process group of its own (as
+    every compile of a runner build): the command, and a function listing the jobs' pids."""
+    import shutil
+
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        pytest.skip("ninja not found (Debian: apt install ninja-build)")
+    marker = f"{os.getpid()}-{time.monotonic_ns()}-job"  # this run's jobs only
+    (tmp_path / "build.ninja").write_text(f"rule wait\n  command = sleep 300 # {marker}\n"
+                                          "build a: wait\nbuild b: wait\n")
+
+    def jobs() -> list[int]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+        return _alive(found)
+
+    return [ninja, "-C", str(tmp_path), "-j", "2"], jobs
+
+
+def _wait_for(predicate, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_a_stopped_build_stops_the_jobs_ninja_put_in_groups_of_their_own(tmp_path):
+    command, jobs = _ninja_jobs(tmp_path)
+    try:
+        with pytest.raises(RuntimeError):
+            with children.started(command, stdout=subprocess.DEVNULL) as process:
+                _wait_for(lambda: len(jobs()) >= 2, 10)
+                assert len(jobs()) >= 2 and all(os.getpgid(j) != process.pid for j in jobs())
+                raise RuntimeError("the build is stopped")
+        assert not jobs(), "ninja's jobs outlived the stopped build"
+    finally:
+        for pid in jobs():
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_cortexm_stops_its_builds_before_it_exits(tmp_path, sig):
+    # A stand-in for `cortexm build` (the CLI's signal handling, a real ninja), stopped as a CI
+    # timeout or Ctrl-C stops it: the jobs are gone when it has exited, not a guard's second later.
+    command, jobs = _ninja_jobs(tmp_path)
+    script = ("import signal, subprocess, sys\nfrom cortexm.base import children\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\nchildren.stop_on_signals()\n"
+              f"with children.started({command!r}, stdout=subprocess.DEVNULL) as p:\n"
+              "    print('started', flush=True); p.wait()\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert parent.stdout.readline() == "started\n"
+        _wait_for(lambda: len(jobs()) >= 2, 10)
+        assert len(jobs()) >= 2
+        parent.send_signal(sig)
+        parent.wait(timeout=10)
+        assert not jobs(), "the build's jobs outlived cortexm"
+    finally:
+        parent.kill()
+        for pid in jobs():
+            os.kill(pid, signal.SIGKILL)

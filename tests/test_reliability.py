@@ -347,6 +347,61 @@ def test_a_failure_that_may_pass_by_itself_is_not_cached(tmp_path):
     assert _case_file_run(tmp_path, body)["status"] == "NOT RUN"
 
 
+# --- issue 21: every child dies with cortexm --------------------------------------------------
+
+def _marked(mark: str) -> list[int]:
+    """Processes (not zombies) whose environment holds `mark`: a command and all it started."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark.encode() not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to see processes")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_export_workers_die_with_cortexm(tmp_path, sig):
+    """`cortexm test` stopped (as CI stops a job) or killed while its spawn workers export: no
+    worker, and no resource tracker, outlives it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cases = tmp_path / "slow.py"
+    cases.write_text("import time\nimport torch\nfrom cortexm.cases import register\n\n" + "".join(
+        f"@register('slow_{k}', 'a slow build')\ndef _():\n    time.sleep(120)\n    return torch.nn.ReLU(), (torch.rand(1, 8),)\n\n"
+        for k in range(4)))
+    mark = f"CORTEXM_TEST_MARK={tmp_path.name}-{sig}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1], "CORTEXM_EXPORT_CACHE": str(tmp_path / "exports")}
+    process = subprocess.Popen([sys.executable, "-m", "cortexm", "test", "--cases", str(cases), "-t", "cortex-m7",
+                                "--sim", "none", "-j", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while len(_marked(mark)) < 4 and time.monotonic() < deadline:  # cortexm, two workers, the tracker
+            time.sleep(0.5)
+        assert len(_marked(mark)) >= 4, "the export workers never started"
+        time.sleep(2)  # into the exports
+        process.send_signal(getattr(signal, sig))
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while _marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _marked(mark), f"{len(_marked(mark))} processes outlived cortexm"
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, signal.SIGKILL)
+        process.kill()
+        process.wait()
+
+
 # --- issue 21: a full or read-only disk is one line naming the place ------------------------------
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cortexm.checking import library as libs
 from cortexm import sources
-from cortexm.base import manifest
+from cortexm.base import children, manifest
 from cortexm.arduino import assemble, lint, provenance
 from cortexm.arduino.upstream import Upstream
 from cortexm.base.errors import CortexmError
@@ -108,8 +108,8 @@ def verify_examples(upstream: Upstream, library: libs.Library) -> list[Finding]:
 def _model_header(upstream: Upstream, pte: Path, tmp: Path) -> bytes:
     """model.h of an example: upstream's pte_to_header.py, run as the script runs it."""
     header = tmp / "model.h"
-    done = subprocess.run([sys.executable, str(upstream.folder / "pte_to_header.py"), "--pte", str(pte),
-                           "--output", str(header)], capture_output=True, text=True)
+    done = children.run([sys.executable, str(upstream.folder / "pte_to_header.py"), "--pte", str(pte),
+                         "--output", str(header)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise CortexmError(f"{upstream.folder.name}/pte_to_header.py failed on {pte}: {last}")

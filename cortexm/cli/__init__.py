@@ -11,11 +11,13 @@ groups on the root command and turns every error into one line.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import click
 
 from cortexm import __version__
+from cortexm.base import children
 from cortexm.base.errors import CortexmError, storage_error
 from cortexm.cli import arduino, checking, firmware, lowering, sources, testing
 from cortexm.cli.options import EXIT_BAD_INPUT
@@ -45,22 +47,21 @@ cli.add_command(arduino.arduino_lib)
 
 
 def main(argv: list[str] | None = None) -> None:
+    children.stop_on_signals()  # Ctrl-C, SIGTERM, SIGHUP: every child dies with cortexm
     try:
         code = cli.main(args=argv, prog_name="cortexm", standalone_mode=False)
     except click.exceptions.Exit as e:
         code = e.exit_code
-    except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
-        code = 130
+    except click.exceptions.Abort as e:  # click's for Ctrl-C, and for the signals cortexm stops on
+        code = _interrupted(e.__cause__)
     except click.ClickException as e:
         click.echo(f"error: {e.format_message()}", err=True)
         code = EXIT_BAD_INPUT
     except CortexmError as e:
         click.echo(f"error: {_one_line(str(e))}", err=True)
         code = EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        click.echo("error: interrupted", err=True)
-        code = 130
+    except KeyboardInterrupt as e:
+        code = _interrupted(e)
     except OSError as e:
         storage = storage_error(e)  # a full or read-only disk: the place, in one line
         if storage is None:
@@ -71,6 +72,14 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:
         code = _internal(e)
     sys.exit(code or 0)
+
+
+def _interrupted(cause: BaseException | None) -> int:
+    """Ctrl-C or a signal (children.Interrupted): one line, exit status 128 + the signal."""
+    signum = getattr(cause, "signum", signal.SIGINT)
+    click.echo("error: interrupted" if signum == signal.SIGINT else f"error: stopped by {signal.Signals(signum).name}",
+               err=True)
+    return 128 + signum
 
 
 def _internal(error: Exception) -> int:

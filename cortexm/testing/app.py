@@ -22,6 +22,7 @@ from cortexm import cases as case_registry
 from cortexm.lowering import dialect
 from cortexm.checking.library import Library
 from cortexm.cases import defects
+from cortexm.base import children
 from cortexm.base.errors import CortexmError, StorageError, storage_error
 from cortexm.lowering.backend_source import quiet_lowering_imports
 from cortexm.pte.sidecar import read_sidecar
@@ -257,8 +258,10 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
             stale.shutdown(cancel_futures=True)
         _POOLS.clear()
         # Workers are fresh interpreters: silence torch's and torchao's import chatter there too.
+        # Workers are cortexm's children: they end with it, whatever ends it (cortexm.base.children).
         _POOLS[key] = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                          initializer=quiet_lowering_imports)
+                                          initializer=children.worker_init, initargs=(quiet_lowering_imports,))
+        children.track_pool(_POOLS[key])
         # Stopped at exit, before multiprocessing joins its children: also in a process that is
         # itself a multiprocessing worker, which ends without atexit and would wait on them. The
         # priority puts it before multiprocessing's own finalizers (its queues close at 10).
