@@ -402,6 +402,38 @@ def test_export_workers_die_with_cortexm(tmp_path, sig):
         process.wait()
 
 
+# --- issue 21: verdicts that cannot be silently green ----------------------------------------
+
+def test_a_case_file_that_exits_or_loops_at_import_is_an_error(tmp_path):
+    import subprocess
+    import sys
+
+    exits, loops = tmp_path / "exits.py", tmp_path / "loops.py"
+    exits.write_text("import sys\nsys.exit(0)\n")
+    loops.write_text("while True:\n    pass\n")
+    _assert_one_line_error(run_cli("test", "--cases", str(exits), "-t", "cortex-m7", "--sim", "none"), "sys.exit(0)")
+    looped = subprocess.run([sys.executable, "-m", "cortexm", "test", "--cases", str(loops), "-t", "cortex-m7",
+                             "--sim", "none", "--timeout", "5"], capture_output=True, text=True, timeout=120)
+    _assert_one_line_error(looped, "loops.py: importing it took longer than 5 s")
+    for value in ("nan", "inf", "1e300"):
+        _assert_one_line_error(run_cli("test", "--cases", str(exits), "--timeout", value), "--timeout")
+
+
+def test_merge_refuses_a_missing_shard_and_shards_of_other_runs(tmp_path):
+    def shard(pattern: str, k: int) -> str:
+        out = tmp_path / f"{pattern}-{k}.json"
+        done = run_cli("test", "-t", "cortex-m7", "-k", pattern, "--grid", "none", "--sim", "none", "--shard", f"{k}/2",
+                       "--json", str(out))
+        assert done.returncode in (0, 1), done.stderr
+        return str(out)
+
+    first, second = shard("relu", 1), shard("relu", 2)
+    merged = run_cli("report", "merge", first, second)
+    assert merged.returncode in (0, 1) and "merged 2 reports" in merged.stdout, merged.stderr
+    _assert_one_line_error(run_cli("report", "merge", first), "shard 2/2 is missing")
+    _assert_one_line_error(run_cli("report", "merge", first, shard("conv", 2)), "its run")
+
+
 # --- issue 21: a full or read-only disk is one line naming the place ------------------------------
 
 @pytest.fixture

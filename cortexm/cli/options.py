@@ -20,11 +20,30 @@ LOWERING_TREE_HELP = ("ExecuTorch tree whose backends/cortex_m Python lowers (on
                       "else $CORTEXM_EXECUTORCH_SRC, else the default location, else the wheel's own.")
 
 
-def timeout_option(fn):
+class Seconds(click.ParamType):
+    """A number of seconds from 1 to a million: nan and inf are no limit anyone means."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not 1 <= seconds <= 1e6:  # false for nan too
+            self.fail(f"{value!r} is not a number of seconds from 1 to 1000000", param, ctx)
+        return seconds
+
+
+def timeout_option(fn, what: str = "one simulator run (a hung kernel)"):
     from cortexm.sim.protocol import DEFAULT_TIMEOUT
 
-    return click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT, show_default=True,
-                        help="Seconds one simulator run may take before it is stopped (a hung kernel).")(fn)
+    return click.option("--timeout", type=Seconds(), default=DEFAULT_TIMEOUT, show_default=True,
+                        help=f"Seconds {what} may take before it is stopped.")(fn)
+
+
+def cases_timeout_option(fn):
+    return timeout_option(fn, "one simulator run (a hung kernel), or importing a --cases file (an endless loop),")
 
 
 def shard_option(fn):

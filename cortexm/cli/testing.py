@@ -16,6 +16,7 @@ from cortexm.base.errors import CortexmError
 from cortexm.base.progress import Progress
 from cortexm.cli.options import (
     EXIT_PROBLEMS,
+    cases_timeout_option,
     choose_lowering,
     core_named,
     fetch_missing_trees,
@@ -25,6 +26,7 @@ from cortexm.cli.options import (
     timeout_option,
 )
 from cortexm.report import outputs
+from cortexm.testing import shards
 
 
 def _coverage(options, out_dir: Path) -> dict:
@@ -85,7 +87,7 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
               help="Build the runners with gcov counters and write, per core, which lines and functions of the "
                    "cortex_m kernels and CMSIS-NN ran: DIR/<core>/cobertura.xml, lcov.info and a table.")
 @lowering_option
-@timeout_option
+@cases_timeout_option
 @shard_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
              executorch_src, cmsis_nn_src, offline, coverage_dir, lowering, timeout, shard) -> int:
@@ -110,6 +112,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
         if sim != "none":
             fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
         choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
+        for path in case_files:  # before the runners are built: a case file that fails to import costs nothing
+            app.load_case_file(Path(path), timeout)
         options = app.Options(
             cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
             goldens=Path(goldens) if goldens else app.default_goldens(),
@@ -133,7 +137,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
     if coverage_out:
         coverage_out.seal({"tool": "cortexm test --coverage"})
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
-            "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "shard": shards.label(shard), "run": _run_identity(options, sim),
             "lowering": backend_source.describe(),
             "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()}}
     outputs.write(reports["--junit"], app.to_junit(results, checks))
@@ -151,6 +155,23 @@ def _given_name(pte: Path) -> None:
     sidecar = read_sidecar(files.regular(pte, "program", files.MAX_PROGRAM))
     if sidecar is not None:
         files.check_name(sidecar.get("name"), f"{pte}: its sidecar's name")
+
+
+def _run_identity(options, sim: str) -> str:
+    """What makes the shards of this run one run (cortexm.testing.shards.identity): the cases
+    the unsharded run runs, their case files and programs, and how they are lowered and run."""
+    import dataclasses
+    import hashlib
+
+    from cortexm.lowering import backend_source
+    from cortexm.testing import app, cache
+
+    whole = app.select_cases(dataclasses.replace(options, shard=None))
+    return shards.identity(
+        cases=sorted(c.name for c in whole), case_files=[cache.case_file_digest(f.resolve()) for f in options.case_files],
+        programs=[hashlib.sha256(p.read_bytes()).hexdigest() for p in options.ptes],
+        cores=[c.name for c in options.cores], sim=sim, layout=options.layout, memory=options.memory,
+        lowering=backend_source.describe(), code=cache.fingerprint(), cortexm=__version__)
 
 
 @click.command(name="upstream-tests")

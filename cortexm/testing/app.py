@@ -125,10 +125,18 @@ def select_cases(options: Options) -> list[case_registry.Case]:
 _FILE_CASES: dict[Path, set[str]] = {}
 
 
-def load_case_file(path: Path) -> None:
-    """Import a user file whose `@register(...)` functions add cases."""
+# Seconds importing a case file may take (`cortexm test --timeout`): an endless loop at import
+# is one line, not a run that never ends.
+IMPORT_TIMEOUT = 120.0
+
+
+def load_case_file(path: Path, timeout: float | None = IMPORT_TIMEOUT) -> None:
+    """Import a user file whose `@register(...)` functions add cases. Whatever the file does at
+    import (raises, exits, loops past `timeout` seconds) is one line."""
     import importlib.util
     import zlib
+
+    from cortexm.base import limits
 
     path = path.resolve()
     if path in _FILE_CASES:
@@ -140,7 +148,15 @@ def load_case_file(path: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # torch.export looks up the module of functions it traces
     try:
-        spec.loader.exec_module(module)
+        with limits.time_limit(timeout):
+            spec.loader.exec_module(module)
+    except limits.Expired:
+        raise CortexmError(f"{path}: importing it took longer than {timeout:g} s (an endless loop at import?); "
+                           "--timeout sets the limit") from None
+    except SystemExit as e:
+        raise CortexmError(f"{path}: importing it called sys.exit({e.code!r}): a case file only registers cases") from None
+    except CortexmError as e:
+        raise CortexmError(f"{path}: {e}") from e
     except Exception as e:
         raise CortexmError(f"{path}: importing it raised {type(e).__name__}: {e}") from e
     _FILE_CASES[path] = {c.name for c in case_registry.all_cases()} - before

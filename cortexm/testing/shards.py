@@ -7,10 +7,15 @@ A case belongs to one shard by a hash of its name, with every core it runs on, s
 shard's cross-core checks are whole and N shards together run each case exactly once. The
 hash, not the position in the list, keeps a case in its shard when cases are added (a CI
 cache per shard stays warm).
+
+Each shard's report records the run it is part of (`identity`: what the unsharded run would
+run, and with what) and its K/N, so a merge can tell a missing shard or a shard of another run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import zlib
 
@@ -31,3 +36,15 @@ def belongs(name: str, shard: Shard | None) -> bool:
         return True
     k, n = shard
     return zlib.crc32(name.encode()) % n == k - 1
+
+
+def identity(**run) -> str:
+    """The identity of a run, the same for each of its shards: a digest of what it runs (the
+    whole, unsharded run's cases and the keys of their exports) and how (cores, simulator,
+    lowering, cortexm)."""
+    return hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def label(shard: Shard | None) -> str | None:
+    """"K/N" as reports record it; None for an unsharded run."""
+    return f"{shard[0]}/{shard[1]}" if shard else None
