@@ -434,6 +434,38 @@ def test_merge_refuses_a_missing_shard_and_shards_of_other_runs(tmp_path):
     _assert_one_line_error(run_cli("report", "merge", first, shard("conv", 2)), "its run")
 
 
+# --- issue 21: parsers take linear time ---------------------------------------------------------
+
+def test_headers_and_labels_parse_in_linear_time(tmp_path):
+    """Lines a backtracking pattern chokes on (100 KB, where minutes were spent): answered
+    in a fraction of the time limit, with the same one line as any file without an array."""
+    import subprocess
+    import sys
+
+    (tmp_path / "words.h").write_text("a " * 50_000 + "\n")
+    (tmp_path / "spaces.ino").write_text('const char* kLabels[] = {"a"' + " " * 100_000 + "\n")
+    script = ("import sys\nfrom pathlib import Path\nfrom cortexm.base.errors import CortexmError\n"
+              "from cortexm.sim.inputs import c_array, read_labels\n"
+              "for read, name in ((c_array, 'words.h'), (read_labels, 'spaces.ino')):\n"
+              "    try:\n        read(Path(sys.argv[1]) / name)\n"
+              "    except CortexmError as e:\n        print(e)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == [f"{tmp_path / 'words.h'}: no numeric array initialiser (TYPE NAME[] = {{...}};) in it",
+                                        f"{tmp_path / 'spaces.ino'}: no array of strings (NAME[] = {{\"a\", \"b\"}}) in it"], done
+
+
+def test_c_arrays_as_upstream_and_users_write_them(tmp_path):
+    from cortexm.sim.inputs import c_array, read_labels
+
+    header = tmp_path / "x.h"
+    header.write_text('#include <stdint.h>\n// "not a string" {\nconst char* kLabels[] = {"yes", "no\\"", /* c */ "up",};\n'
+                      "static const int8_t mfcc[2][2] = {{1, -2}, /* 3 */ {0x7f, +4}};\n"
+                      "alignas(16) const float scale[] = {1.5f, -2e-3};\n")
+    assert c_array(header, "mfcc").tolist() == [1, -2, 127, 4]
+    assert c_array(header, "scale").tolist() == pytest.approx([1.5, -0.002])
+    assert read_labels(header.rename(tmp_path / "x.ino")) == ["yes", 'no\\"', "up"]
+
+
 # --- issue 21: a full or read-only disk is one line naming the place ------------------------------
 
 @pytest.fixture

@@ -14,6 +14,9 @@ header with more than one array is read as FILE.h:NAME.
 from __future__ import annotations
 
 import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +38,6 @@ _C_TYPES = {
     "int32_t": np.int32, "int": np.int32, "q31_t": np.int32, "uint32_t": np.uint32,
     "int64_t": np.int64, "long long": np.int64,
 }
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_ARRAY = re.compile(r"(?P<type>[A-Za-z_][\w \t]*?)\s+(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)+=\s*\{(?P<body>[^;]*)\}\s*;")
 _NUMBER = re.compile(r"^[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)[fFuUlL]*$")
 _QUALIFIERS = {"static", "const", "constexpr", "volatile", "extern", "inline", "alignas", "signed"}
 
@@ -68,15 +69,84 @@ def split_spec(spec: str | Path) -> tuple[Path, str | None]:
     return Path(text), None
 
 
+# C source as tokens, in one pass from left to right. No alternative can match what another
+# one matched, and every repetition is possessive, so nothing is tried twice: any input,
+# however long its lines, reads in linear time (a backtracking pattern took minutes on a
+# 100 KB line).
+_TOKENS = re.compile(r"""
+    (?P<pre>^[ \t]*+\#[^\n]*+)                    # a preprocessor line
+  | (?P<str>"(?:[^"\\\n]|\\.)*+"?+)              # a string (one left open ends at the line's end)
+  | '(?:[^'\\\n]|\\.)*+'?+                       # a character
+  | //[^\n]*+ | /\*(?:[^*]|\*(?!/))*+(?:\*/)?+      # comments (one left open ends at the end)
+  | (?<![\w.])(?P<word>[A-Za-z_]\w*+)             # a word (not a number's exponent or suffix)
+  | (?P<punct>[][=;{}()*&])
+""", re.M | re.X)
+
+
+@dataclass
+class CArray:
+    """`TYPE NAME[...] = {...};` in C source."""
+
+    ctype: str  # the element type, without qualifiers (static, const, ...)
+    name: str
+    body: str  # the initialiser between its outer braces, without comments and strings
+    strings: list[str]  # the string literals in it, as written (escapes kept)
+
+
+def c_arrays(text: str) -> Iterator[CArray]:
+    """Every array initialised in C/C++ source `text`, in order: words, `[...]` once or more,
+    `=`, a braced initialiser, `;`."""
+    words: deque[str] = deque(maxlen=8)  # the declaration so far: qualifiers, type, name
+    state, name, ctype, depth, pieces, strings, last = "decl", "", "", 0, [], [], 0
+    for m in _TOKENS.finditer(text):
+        word, punct, string = m["word"], m["punct"], m["str"]
+        if state == "body":  # the initialiser's text, without comments; its strings apart
+            pieces.append(text[last:m.start()])
+            last = m.end()
+            depth += (punct == "{") - (punct == "}")
+            if depth == 0 or punct == ";":
+                state = "close" if depth == 0 else "decl"
+            elif string is not None:
+                strings.append(string[1:-1] if len(string) > 1 and string.endswith('"') else string[1:])
+            elif word is not None or punct is not None:
+                pieces.append(m.group())
+            else:
+                pieces.append(" ")
+            continue
+        if word is None and punct is None and string is None and m["pre"] is None:
+            continue  # a comment or a character constant
+        if state == "dims":  # inside [...]: a size
+            if punct == "]":
+                state = "after"
+            elif word is None:
+                state = "decl"
+                words.clear()
+            continue
+        if state == "after" and punct in ("[", "="):
+            state = "dims" if punct == "[" else "eq"
+            continue
+        if state == "eq" and punct == "{":
+            state, depth, pieces, strings, last = "body", 1, [], [], m.end()
+            continue
+        if state == "close" and punct == ";":
+            yield CArray(ctype, name, "".join(pieces), strings)
+        state = "decl"
+        if word is not None:
+            words.append(word)
+        elif punct == "[" and words:
+            name, ctype = words[-1], " ".join(w for w in list(words)[:-1] if w not in _QUALIFIERS)
+            state = "dims"
+            words.clear()
+        else:
+            words.clear()
+
+
 def c_array(path: Path, name: str | None = None) -> np.ndarray:
     """The numbers of one array initialised in a C/C++ file (the only one, or `name`), flat."""
-    text = _COMMENTS.sub(" ", path.read_text(errors="replace"))
     arrays = {}
-    for m in _ARRAY.finditer(text):
-        words = [w for w in m["type"].split() if w not in _QUALIFIERS]
-        ctype = " ".join(words)
-        if ctype in _C_TYPES or ctype.startswith("unsigned"):
-            arrays[m["name"]] = (_C_TYPES.get(ctype), m["body"])
+    for array in c_arrays(path.read_text(errors="replace")):
+        if (array.ctype in _C_TYPES or array.ctype.startswith("unsigned")) and not array.strings:
+            arrays[array.name] = (_C_TYPES.get(array.ctype), array.body)
     if not arrays:
         raise CortexmError(f"{path}: no numeric array initialiser (TYPE NAME[] = {{...}};) in it")
     if name is None and len(arrays) > 1:
@@ -148,11 +218,10 @@ def read_labels(path: str | Path) -> list[str]:
     path = files.regular(path, "labels file", 16 << 20)
     text = path.read_text(errors="replace")
     if path.suffix in HEADER_SUFFIXES:
-        m = re.search(r"\[\s*\w*\s*\]\s*=\s*\{(\s*\"(?:[^\"\\]|\\.)*\"\s*(?:,\s*\"(?:[^\"\\]|\\.)*\"\s*)*,?\s*)\}",
-                      _COMMENTS.sub(" ", text))
-        if m is None:
+        labels = next((a.strings for a in c_arrays(text) if a.strings and not a.body.strip(", \t\r\n")), None)
+        if labels is None:
             raise CortexmError(f"{path}: no array of strings (NAME[] = {{\"a\", \"b\"}}) in it")
-        return re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m[1])
+        return labels
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
