@@ -530,3 +530,42 @@ def test_a_read_only_export_cache_is_one_line(small_disk):
                              "--sim", "none"], capture_output=True, text=True, timeout=600,
                             env={**os.environ, "CORTEXM_EXPORT_CACHE": str(cache)})
     _assert_one_line_error(result, str(cache))
+
+
+# --- issue 21: sweeps hold what they run, and keep it on Ctrl-C ---------------------------------
+
+@needs_firmware
+def test_an_interrupted_sweep_of_any_length_keeps_its_finished_samples(runners, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out, report = tmp_path / "out", tmp_path / "r.json"
+    process = subprocess.Popen([sys.executable, "-m", "cortexm", "sweep", "add", "-t", "cortex-m7", "--count", "100000000",
+                                "--out", str(out), "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    whole, largest = out / "sweep-add-0.py", 0
+    deadline = time.monotonic() + 600
+    try:
+        while process.poll() is None and time.monotonic() < deadline and "register_sample(" not in (
+                whole.read_text() if whole.is_file() else ""):  # a batch ran
+            # 10^8 samples drawn at once take tens of GB: stopped here, before the machine is out of memory.
+            with contextlib.suppress(OSError, StopIteration):
+                largest = max(largest, int(next(line for line in open(f"/proc/{process.pid}/status")
+                                                if line.startswith("VmRSS:")).split()[1]) << 10)
+            if largest > 2 << 30:
+                break
+            time.sleep(0.5)
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
+        _, err = process.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert largest <= 2 << 30, f"{largest >> 20} MiB resident before the first batch ran"
+    assert process.returncode == 130, err
+    data = json.loads(report.read_text())
+    assert data["meta"]["interrupted"] and data["results"], data["meta"]
+    assert {r["case"] for r in data["results"]} <= {f"sweep_add_0_{i}" for i in range(1000)}
+    _assert_one_line_error(run_cli("report", "merge", str(report)), "interrupted")

@@ -9,7 +9,9 @@ What enters: an operator name, a seed, parameters. What leaves: parameter sets, 
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -231,13 +233,18 @@ def space(op: str) -> OpSpace:
 
 def draw(op: str, seed: int, count: int) -> list[Params]:
     """`count` valid parameter sets for `op`, the same for the same seed."""
-    s, rng, samples = space(op), random.Random(f"{op}:{seed}"), []
-    while len(samples) < count:
+    return list(itertools.islice(samples(op, seed), count))
+
+
+def samples(op: str, seed: int) -> Iterator[Params]:
+    """Valid parameter sets for `op`, one at a time (a sweep of any length holds only those it
+    runs): the same sequence for the same seed, `draw`'s first ones first."""
+    s, rng = space(op), random.Random(f"{op}:{seed}")
+    while True:
         p = s.draw(rng)
         if s.valid(p):
             p["seed"] = rng.randrange(2**31)  # weights and inputs of this sample
-            samples.append(p)
-    return samples
+            yield p
 
 
 def build_sample(op: str, params: Params) -> tuple:
@@ -302,7 +309,13 @@ def case_file(entries: list[tuple[str, str, Params]], header: str) -> str:
     """Python source of a case file registering each (name, op, params)."""
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     lines += ["from cortexm.cases.space import register_sample", ""]
+    return "\n".join(lines) + "\n" + registrations(entries)
+
+
+def registrations(entries: list[tuple[str, str, Params]]) -> str:
+    """The lines of a case file that register each (name, op, params)."""
+    lines = []
     for name, op, params in entries:
         known = known_defects(op, params)
-        lines.append(f"register_sample({name!r}, {op!r}, {params!r}" + (f", known={known!r})" if known else ")"))
-    return "\n".join(lines) + "\n"
+        lines.append(f"register_sample({name!r}, {op!r}, {params!r}" + (f", known={known!r})" if known else ")") + "\n")
+    return "".join(lines)

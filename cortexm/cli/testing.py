@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from cortexm import __version__
-from cortexm.base import manifest
+from cortexm.base import children, manifest
 from cortexm.base.errors import CortexmError
 from cortexm.base.progress import Progress
 from cortexm.cli.options import (
@@ -288,12 +288,15 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     that `cortexm test --cases FILE` runs.
     """
     from cortexm.cases.space import space
-    from cortexm.testing import simulate
+    from cortexm.lowering import backend_source
+    from cortexm.testing import app, cache, simulate
     from cortexm.testing import sweep as sweeps
 
     space(op)  # an unknown operator fails before anything is built
     if count < 1:
         raise click.UsageError("--count must be at least 1")
+    reports = outputs.check({"--json": json_path})
+    out = manifest.OwnedFolder(Path(out_dir), ".cortexm-sweep.json", "--out folder", False, "choose another --out folder")
     cores = [core_named(t) for t in (targets or DEFAULT_TEST_CORES)]
     choose_lowering(executorch_src, cmsis_nn_src=cmsis_nn_src)
     with Progress() as progress:
@@ -301,25 +304,33 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
         missing = {name: why for name, why in simulators.items() if isinstance(why, str)}
         if missing:
             raise CortexmError(f"a sweep runs on simulators: {'; '.join(f'{k}: {v}' for k, v in missing.items())}")
-        report = sweeps.run_sweep(op, cores, seed, count, Path(out_dir), simulators, jobs=max(1, jobs),
-                                  shrink_limit=shrink_limit, progress=progress, shard=shard)
-    if json_path:
-        from cortexm.lowering import backend_source
-        from cortexm.testing import app
-
-        Path(json_path).write_text(app.to_json(report.results, report.checks, {
-            "cores": [c.name for c in cores], "sim": sim, "seconds": round(report.seconds, 2), "cortexm": __version__,
-            "shard": f"{shard[0]}/{shard[1]}" if shard else None, "lowering": backend_source.describe(),
-            "sweep": {"op": op, "seed": seed, "count": count}}))
+        try:
+            report = sweeps.run_sweep(op, cores, seed, count, Path(out_dir), simulators, jobs=max(1, jobs),
+                                      shrink_limit=shrink_limit, progress=progress, shard=shard)
+        finally:
+            out.seal({"tool": "cortexm sweep"})
+    if report.interrupted and not report.results:
+        raise children.Interrupted(report.interrupted)  # nothing finished: nothing to report
+    settings = {"op": op, "seed": seed, "count": count}
+    outputs.write(reports["--json"], app.to_json(report.results, report.checks, {
+        "cores": [c.name for c in cores], "sim": sim, "seconds": round(report.seconds, 2), "cortexm": __version__,
+        "shard": shards.label(shard), "lowering": backend_source.describe(),
+        "run": shards.identity(sweep=settings, cores=[c.name for c in cores], sim=sim, lowering=backend_source.describe(),
+                               code=cache.fingerprint(), cortexm=__version__),
+        "sweep": settings, "interrupted": bool(report.interrupted)}))
     agree = sum(c.agree for c in report.checks)
-    click.echo(f"{op} seed {seed}: {report.samples} samples on {', '.join(report.cores)} in {report.seconds:.0f} s "
-               f"({report.per_minute:.1f} samples/min); {agree}/{len(report.checks)} bit-identical across cores; "
-               f"{report.expected} expected failures (known defects); {len(report.findings)} new failures")
+    stopped = " (interrupted: the samples before it)" if report.interrupted else ""
+    click.echo(f"{op} seed {seed}: {report.samples} samples{stopped} on {', '.join(report.cores)} in "
+               f"{report.seconds:.0f} s ({report.per_minute:.1f} samples/min); {agree}/{len(report.checks)} "
+               f"bit-identical across cores; {report.expected} expected failures (known defects); "
+               f"{len(report.findings)} new failures")
     for f in report.findings:
         click.echo(f"FAIL {f.sample}: {f.failure}")
         if f.repro:
             click.echo(f"     shrunk to {f.shrunk}")
             click.echo(f"     reproducer: {f.repro}")
+    if report.interrupted:
+        raise children.Interrupted(report.interrupted)
     return EXIT_PROBLEMS if report.findings else 0
 
 

@@ -2,23 +2,30 @@
 
 `cortexm sweep conv2d --target cortex-m7 --seed 7 --count 40` draws 40 parameter
 sets for conv2d from a generator seeded with 7, within what the cortex_m backend
-lowers, writes them as a case file and runs them through the test app on every
-requested core (reference comparison and the cross-core check). A failing
-sample is shrunk, one parameter at a time, to the smallest one that still fails
-the same way, and written as a ready-to-run case file:
+lowers, and runs them through the test app on every requested core (reference
+comparison and the cross-core check), a batch at a time: samples are drawn as they are
+run, and a batch's outputs are dropped once checked, so memory does not grow with --count.
+The samples run so far are a case file (sweep-OP-SEED.py) at every moment; Ctrl-C keeps
+the batches that finished, reported as such. A failing sample is shrunk, one parameter at a
+time, to the smallest one that still fails the same way, and written as a ready-to-run case
+file:
 
     cortexm test --cases sweep-repro-conv2d-7-13.py
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from cortexm.cases.space import Params, case_file, draw, smaller
+from cortexm.cases.space import Params, case_file, registrations, samples, smaller
 from cortexm.testing import shards
+
+BATCH = 16  # samples exported and run at once
 
 
 @dataclass
@@ -41,6 +48,7 @@ class SweepReport:
     checks: list  # CrossCore
     findings: list[Finding]
     expected: int  # samples in a known-defect region that failed as expected
+    interrupted: int = 0  # the signal that stopped it (Ctrl-C: 2) before every sample ran; 0: it did not stop
 
     @property
     def per_minute(self) -> float:
@@ -51,31 +59,49 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
               shrink_limit: int = 3, progress: Callable[[str], None] = lambda _: None,
               shard: tuple[int, int] | None = None) -> SweepReport:
     """Draw, export, run and check `count` samples of `op` (those of `shard`, when given: the
-    same draw on every shard); shrink and write reproducers."""
+    same draw on every shard), a batch at a time; shrink and write reproducers. Interrupted
+    (Ctrl-C, a signal), it returns what the finished batches found."""
     import time
 
     from cortexm.testing import app
 
     started = time.perf_counter()
-    samples = draw(op, seed, count)
-    names = [f"sweep_{op}_{seed}_{i}" for i in range(count)]
     out_dir.mkdir(parents=True, exist_ok=True)
-    batch = out_dir / f"sweep-{op}-{seed}.py"
-    batch.write_text(case_file(list(zip(names, [op] * count, samples)),
-                               f"cortexm sweep {op} --seed {seed} --count {count}: the drawn samples"))
-    options = app.Options(cores=list(cores), case_files=[batch], simulators=simulators, jobs=jobs, shard=shard)
-    results = app.run(options, progress)
-    cases = {c.name: c for c in app.select_cases(options)}
-    checks = app.cross_core(results, cases)
+    title = f"cortexm sweep {op} --seed {seed} --count {count}: the drawn samples"
+    whole = out_dir / f"sweep-{op}-{seed}.py"
+    whole.write_text(case_file([], title))
+    results, checks, findings, ran, interrupted = [], [], [], 0, 0
+    drawn = zip(itertools.count(), itertools.islice(samples(op, seed), count))
+    try:
+        for number, batch in enumerate(iter(lambda: list(itertools.islice(drawn, BATCH)), [])):
+            entries = [(f"sweep_{op}_{seed}_{i}", op, params) for i, params in batch]
+            # Each batch a case file of its own: its content, and so its exports' cache keys, depend
+            # on the batch alone, not on --count.
+            part = out_dir / ".batches" / f"sweep-{op}-{seed}-{number}.py"
+            part.parent.mkdir(exist_ok=True)
+            part.write_text(case_file(entries, f"{title}, batch {number}"))
+            options = app.Options(cores=list(cores), case_files=[part], simulators=simulators, jobs=jobs, shard=shard)
+            batch_results = app.run(options, progress)
+            batch_checks = app.cross_core(batch_results, {c.name: c for c in app.select_cases(options)})
+            part.unlink()
+            for result in batch_results:
+                result.outputs = []  # checked across cores: not kept
+            results += batch_results
+            checks += batch_checks
+            for name, _op, params in entries:
+                failure = _failure(name, batch_results, batch_checks) if shards.belongs(name, shard) else ""
+                if failure:
+                    findings.append(Finding(name, params, failure))
+            ran += sum(shards.belongs(name, shard) for name, _op, _params in entries)
+            with open(whole, "a") as f:  # the samples run so far, as one case file
+                f.write(registrations(entries))
+    except KeyboardInterrupt as e:
+        interrupted = getattr(e, "signum", 2)
+    with contextlib.suppress(OSError):
+        (out_dir / ".batches").rmdir()  # empty once every batch ran
     seconds = time.perf_counter() - started
-
-    findings = []
-    for name, params in zip(names, samples):
-        failure = _failure(name, results, checks) if shards.belongs(name, shard) else ""
-        if failure:
-            findings.append(Finding(name, params, failure))
     expected = sum(r.status == "XFAIL" for r in results)
-    for finding in findings[:shrink_limit]:
+    for finding in findings[:0 if interrupted else shrink_limit]:
         progress(f"shrinking {finding.sample}: {finding.failure}")
         finding.shrunk = shrink(op, finding.params, finding.failure, cores, simulators, out_dir, jobs, progress)
         finding.repro = out_dir / f"sweep-repro-{op}-{finding.sample.rsplit('_', 2)[-2]}-{finding.sample.rsplit('_', 1)[-1]}.py"
@@ -84,8 +110,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
             f"Reproducer from `cortexm sweep {op} --seed {seed} --count {count}`, sample {finding.sample}.\n"
             f"Failure: {finding.failure}\nOriginal parameters: {finding.params!r}\n"
             f"Run it: cortexm test --cases {finding.repro.name} " + " ".join(f"-t {c.name}" for c in cores)))
-    ran = sum(shards.belongs(name, shard) for name in names)
-    return SweepReport(op, seed, ran, [c.name for c in cores], seconds, results, checks, findings, expected)
+    return SweepReport(op, seed, ran, [c.name for c in cores], seconds, results, checks, findings, expected, interrupted)
 
 
 def _failure(name: str, results, checks) -> str:
