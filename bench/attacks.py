@@ -52,10 +52,11 @@ class Result:
 class Lab:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.mounts: list[Path] = []  # small disks the attacks mounted, unmounted at the end
 
-    def cli(self, *args: str, timeout: float = TIMEOUT, env: dict | None = None) -> Result:
+    def cli(self, *args: str, timeout: float = TIMEOUT, env: dict | None = None, cwd: Path | None = None) -> Result:
         started = time.monotonic()
-        process = subprocess.Popen([sys.executable, "-m", "cortexm", *args], cwd=self.root, text=True,
+        process = subprocess.Popen([sys.executable, "-m", "cortexm", *args], cwd=cwd or self.root, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
                                    start_new_session=True)
         try:
@@ -433,6 +434,507 @@ def _(lab):
     return "cortexm run/test/sweep --help", None if all("--timeout" in h and "120" in h for h in helps) else "no --timeout"
 
 
+# --- ownership: cortexm removes or replaces only what a manifest of its own lists ----------
+
+def _entry(path: Path) -> dict:
+    import hashlib
+
+    return {"size": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def _export_beside(lab, folder: str, sidecar: Callable[[Path], dict], victims: list[Path]) -> tuple[str, str | None]:
+    """`export relu -o d/X.pte` where d/X.json, not written by this export, names `victims`."""
+    d = lab.folder(folder)
+    texts = {v: v.read_text() for v in victims}
+    (d / "X.json").write_text(json.dumps(sidecar(d)))
+    r = lab.cli("export", "relu", "-t", "cortex-m7", "-o", str(d / "X.pte"))
+    lost = next((f"{v.name} outside the output folder was deleted or changed" for v in victims
+                 if not v.is_file() or v.read_text() != texts[v]), None)
+    return lost or (None if r.rc == 0 else r.one_error_line())
+
+
+def _victim(lab, name: str) -> Path:
+    path = lab.root / name
+    path.write_text(f"the user's {name}\n")
+    return path
+
+
+@attack("ownership", "a sidecar whose manifest names ../notes.txt")
+def _(lab):
+    notes = _victim(lab, "notes.txt")
+    problem = _export_beside(lab, "own-dotdot", lambda d: {"written": {"../notes.txt": _entry(notes)}}, [notes])
+    return "cortexm export relu -o d/X.pte (d/X.json lists ../notes.txt)", problem
+
+
+@attack("ownership", "a sidecar whose manifest names an absolute path")
+def _(lab):
+    notes = _victim(lab, "abs-notes.txt")
+    problem = _export_beside(lab, "own-abs", lambda d: {"written": {str(notes): _entry(notes)}}, [notes])
+    return "cortexm export relu -o d/X.pte (d/X.json lists /abs/notes.txt)", problem
+
+
+@attack("ownership", "an old-format sidecar naming ../notes.txt as its dialect file")
+def _(lab):
+    notes = _victim(lab, "old-notes.txt")
+    problem = _export_beside(lab, "own-old", lambda d: {"cortexm": {"format": 1}, "name": "X",
+                                                        "dialect": "../old-notes.txt", "inputs": [], "outputs": []}, [notes])
+    return "cortexm export relu -o d/X.pte (old-format d/X.json names ../notes.txt)", problem
+
+
+@attack("ownership", "run --keep DIR --force, then run --keep DIR")
+def _(lab):
+    d = lab.folder("own-keep")
+    (d / "mine.txt").write_text("mine\n")
+    first = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d), "--force", timeout=900)
+    second = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d), timeout=900)
+    command = "cortexm run relu.pte -t cortex-m7 --keep DIR --force; cortexm run relu.pte -t cortex-m7 --keep DIR"
+    if first.rc != 0:
+        return command, f"the --force run failed: exit {first.rc}: {first.err.strip()[-120:]}"
+    return command, _unchanged(d / "mine.txt", "mine\n") or (None if second.rc in (0, 2) else second.one_error_line())
+
+
+def _report_over(lab, flag: str, link: bool) -> tuple[str, str | None]:
+    """`test ... FLAG PATH` where PATH is the user's file (or a link to one)."""
+    d = lab.folder(f"own-report{flag.replace('-', '_')}{'-link' if link else ''}")
+    mine = d / "mine.txt"
+    mine.write_text("the user's\n")
+    target = d / ("report" if link else "mine.txt")
+    if link and not target.is_symlink():
+        target.symlink_to(mine)
+    r = lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none", flag, str(target),
+                timeout=900, env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
+    what = "a link to the user's file" if link else "the user's file"
+    return (f"cortexm test -k relu --sim none {flag} <{what}>",
+            _unchanged(mine, "the user's\n") or r.one_error_line())
+
+
+@attack("ownership", "test --junit over the user's file")
+def _(lab):
+    return _report_over(lab, "--junit", link=False)
+
+
+@attack("ownership", "test --json through a symlink to the user's file")
+def _(lab):
+    return _report_over(lab, "--json", link=True)
+
+
+def _shard_report(lab, k: int, n: int, pattern: str = "relu") -> Path:
+    out = lab.root / "shards" / f"{pattern}-{k}-of-{n}.json"
+    if not out.is_file():
+        out.parent.mkdir(exist_ok=True)
+        lab.cli("test", "-t", "cortex-m7", "-k", pattern, "--grid", "none", "--sim", "none", "--shard", f"{k}/{n}",
+                "--json", str(out), timeout=900, env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
+    return out
+
+
+@attack("ownership", "report merge --json over the user's file")
+def _(lab):
+    mine = _victim(lab, "merge-mine.json")
+    r = lab.cli("report", "merge", str(_shard_report(lab, 1, 1)), "--json", str(mine))
+    return "cortexm report merge r.json --json <the user's file>", _unchanged(mine, "the user's merge-mine.json\n") or r.one_error_line()
+
+
+@attack("ownership", "sweep --out DIR holding the user's sweep-add-0.py")
+def _(lab):
+    d = lab.folder("own-sweep")
+    (d / "sweep-add-0.py").write_text("# mine\n")
+    r = lab.cli("sweep", "add", "-t", "cortex-m7", "--count", "1", "--out", str(d), timeout=1800,
+                env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
+    return "cortexm sweep add -t cortex-m7 --count 1 --out DIR", _unchanged(d / "sweep-add-0.py", "# mine\n") or r.one_error_line()
+
+
+@attack("ownership", "a case named ../../escaped")
+def _(lab):
+    cache = lab.folder("esc/deep/exports")
+    cases = lab.root / "escaping_cases.py"
+    cases.write_text("import torch\nfrom cortexm.cases import register\n\n"
+                     "@register('../../escaped', 'a name that is a path')\n"
+                     "def _():\n    return torch.nn.ReLU(), (torch.rand(1, 8) - 0.5,)\n")
+    r = lab.cli("test", "--cases", str(cases), "-t", "cortex-m7", "--sim", "none", timeout=900,
+                env={"CORTEXM_EXPORT_CACHE": str(cache)})
+    outside = [p for p in (lab.root / "esc").rglob("escaped*") if cache not in p.parents]
+    return ("cortexm test --cases f.py (a case named ../../escaped)",
+            f"wrote {outside[0].relative_to(lab.root)} outside the cache" if outside else r.one_error_line("../../escaped"))
+
+
+# --- cache keys: a cached export is reused only when nothing it depends on changed -------------
+
+def _case_file_run(lab, folder: str, body: str, files: dict[str, str]) -> tuple[Result, dict | None]:
+    """`test --cases cases.py --sim none` in `folder` (its own export cache), after writing `files`."""
+    d = lab.folder(folder)
+    (d / "cases.py").write_text("import torch\nfrom cortexm.cases import register\n\n"
+                                "@register('helped', 'a case whose model comes from a helper')\n"
+                                f"def _():\n{body}\n")
+    for name, text in files.items():
+        if text is None:
+            (d / name).unlink(missing_ok=True)
+        else:
+            (d / name).write_text(text)
+    report = d / "report.json"
+    report.unlink(missing_ok=True)
+    r = lab.cli("test", "--cases", "cases.py", "-t", "cortex-m7", "--sim", "none", "--json", str(report),
+                timeout=900, env={"CORTEXM_EXPORT_CACHE": str(d / "exports")}, cwd=d)
+    try:
+        row = json.loads(report.read_text())["results"][0]
+    except (OSError, ValueError, KeyError, IndexError):
+        row = None
+    return r, row
+
+
+def _two_runs(lab, folder, body, before, after, fragment) -> str | None:
+    first, row = _case_file_run(lab, folder, body, before)
+    if row is None:
+        return f"the first run gave no report (exit {first.rc}: {first.err.strip()[-120:]})"
+    again, row = _case_file_run(lab, folder, body, after)
+    if row is None:
+        return f"the second run gave no report (exit {again.rc}: {again.err.strip()[-120:]})"
+    return None if fragment(row) else f"second run: {row['status']} {row['reason'][:100]!r}"
+
+
+@attack("cache keys", "a case file's helper module changed")
+def _(lab):
+    body = "    import helper\n    return helper.model(), (torch.rand(1, 8) - 0.5,)"
+    ok = "import torch\ndef model():\n    return torch.nn.ReLU()\n"
+    broken = "def model():\n    raise ValueError('helper v2 is broken')\n"
+    problem = _two_runs(lab, "key-helper", body, {"helper.py": ok}, {"helper.py": broken},
+                        lambda row: row["status"] == "FAIL" and "helper v2" in row["reason"])
+    return "cortexm test --cases cases.py (imports helper.py), helper.py changed, test again", \
+        problem and f"the stale program was tested: {problem}"
+
+
+def _transient(lab, folder: str, needs: str, file: str, what: str) -> tuple[str, str | None]:
+    """A case that fails while `file` is missing, then `file` is made: the case exports."""
+    body = f"    {needs}\n    return torch.nn.ReLU(), (torch.rand(1, 8) - 0.5,)"
+    problem = _two_runs(lab, folder, body, {file: None}, {file: "1\n"}, lambda row: row["status"] == "NOT RUN")
+    return (f"cortexm test --cases cases.py ({what}), {file} added, test again",
+            problem and f"the failure was kept: {problem}")
+
+
+_TRANSIENT = (  # (attack, folder, what the case needs, the file that provides it, what it is)
+    ("a failed export when a data file was missing", "key-data", "open('weights.txt').read()", "weights.txt",
+     "its data file missing"),
+    ("a failed export when a module was not installed", "key-module", "import not_yet_installed",
+     "not_yet_installed.py", "imports a missing module"),
+)
+for _name, *_args in _TRANSIENT:
+    attack("cache keys", _name)(lambda lab, args=tuple(_args): _transient(lab, *args))
+
+
+# --- signals: every child dies with cortexm --------------------------------------------------
+
+def _marked(mark: str) -> list[int]:
+    """The processes whose environment carries `mark` (cortexm and everything it started)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark.encode() in f.read():
+                    with open(f"/proc/{pid}/stat") as s:
+                        if s.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default action, which a process started in the background (by a script, by CI)
+    inherits as ignored: cortexm then rightly ignores it too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _signalled(lab, args: list[str], after: float, sig: int, env: dict | None = None, group: bool = False,
+               exit_within: float = 15, grace: float = 3) -> str | None:
+    """Start `cortexm ARGS`, send `sig` after `after` seconds; what outlived it, or None."""
+    if not os.path.isdir("/proc"):
+        return "needs /proc"
+    mark = f"CORTEXM_ATTACK_MARK={os.getpid()}-{time.monotonic_ns()}"
+    key, value = mark.split("=", 1)
+    process = subprocess.Popen([sys.executable, "-m", "cortexm", *args], cwd=lab.root, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env={**os.environ, **(env or {}), key: value},
+                               start_new_session=True, preexec_fn=_as_in_a_terminal)
+    try:
+        time.sleep(after)
+        if process.poll() is not None:
+            return f"cortexm ended by itself before the signal (exit {process.returncode})"
+        (os.killpg if group else os.kill)(process.pid, sig)
+        try:
+            process.wait(timeout=exit_within)
+        except subprocess.TimeoutExpired:
+            return f"cortexm still ran {exit_within:.0f} s after the signal"
+        time.sleep(grace)
+        left = _marked(mark)
+        if left:
+            names = sorted({open(f"/proc/{p}/comm").read().strip() for p in left if os.path.exists(f"/proc/{p}/comm")})
+            return f"{len(left)} processes outlived it {grace:.0f} s later ({', '.join(names)[:80]})"
+        return None
+    finally:
+        for pid in _marked(mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def _slow_cases(lab) -> Path:
+    """Four cases whose build takes 60 s each: the export workers are busy when the signal comes."""
+    path = lab.root / "slow_cases.py"
+    path.write_text("import time\nimport torch\nfrom cortexm.cases import register\n\n"
+                    + "".join(f"@register('slow_{k}', 'a slow build')\ndef _():\n    time.sleep(60)\n"
+                              "    return torch.nn.ReLU(), (torch.rand(1, 8),)\n\n" for k in range(4)))
+    return path
+
+
+def _export_signal(lab, sig: int, group: bool = False) -> str | None:
+    return _signalled(lab, ["test", "--cases", str(_slow_cases(lab)), "-t", "cortex-m7", "--sim", "none", "-j", "2"],
+                      after=25, sig=sig, group=group, env={"CORTEXM_EXPORT_CACHE": str(lab.folder("sig-exports"))})
+
+
+def _build_signal(lab, sig: int) -> str | None:
+    cache = lab.folder(f"sig-builds-{sig}")
+    shutil.rmtree(cache, ignore_errors=True)
+    return _signalled(lab, ["build", "-t", "cortex-m3"], after=25, sig=sig, grace=1,
+                      env={"CORTEXM_BUILD_CACHE": str(cache)})
+
+
+_SIGNALS = (
+    ("SIGTERM of test while exporting", "kill -TERM of cortexm test --cases slow.py -j 2, 25 s in",
+     lambda lab: _export_signal(lab, signal.SIGTERM)),
+    ("SIGKILL of test while exporting", "kill -KILL of cortexm test --cases slow.py -j 2, 25 s in",
+     lambda lab: _export_signal(lab, signal.SIGKILL)),
+    ("Ctrl-C of test while exporting", "Ctrl-C (SIGINT to the group) of cortexm test --cases slow.py -j 2, 25 s in",
+     lambda lab: _export_signal(lab, signal.SIGINT, group=True)),
+    ("SIGTERM of build while compiling", "kill -TERM of cortexm build -t cortex-m3 (empty cache), 25 s in; 1 s later",
+     lambda lab: _build_signal(lab, signal.SIGTERM)),
+    ("SIGINT of build while compiling", "kill -INT of cortexm build -t cortex-m3 (empty cache), 25 s in; 1 s later",
+     lambda lab: _build_signal(lab, signal.SIGINT)),
+    ("SIGTERM of upstream-tests", "kill -TERM of cortexm upstream-tests -t cortex-m7 -k conv, 40 s in",
+     lambda lab: _signalled(lab, ["upstream-tests", "-t", "cortex-m7", "-k", "conv", "--out",
+                                  str(lab.folder("sig-upstream"))], after=40, sig=signal.SIGTERM)),
+)
+for _name, _command, _run in _SIGNALS:
+    attack("signals", _name)(lambda lab, command=_command, run=_run: (command, run(lab)))
+
+
+# --- verdicts that cannot be silently green ------------------------------------------------
+
+def _case_file_verdict(lab, name: str, text: str, *args: str, timeout: float = TIMEOUT) -> Result:
+    path = lab.root / name
+    path.write_text(text)
+    return lab.cli("test", "--cases", str(path), "-t", "cortex-m7", "--sim", "none", *args, timeout=timeout,
+                   env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
+
+
+@attack("verdicts", "a case file that calls sys.exit(0) at import")
+def _(lab):
+    r = _case_file_verdict(lab, "exiting_cases.py", "import sys\nsys.exit(0)\n")
+    return "cortexm test --cases exiting.py (sys.exit(0) at import)", r.one_error_line("sys.exit")
+
+
+@attack("verdicts", "a case file that loops at import")
+def _(lab):
+    r = _case_file_verdict(lab, "looping_cases.py", "while True:\n    pass\n", "--timeout", "10", timeout=90)
+    return "cortexm test --cases looping.py --timeout 10 (an endless loop at import)", r.one_error_line("looping_cases.py")
+
+
+@attack("verdicts", "report merge with a shard missing")
+def _(lab):
+    r = lab.cli("report", "merge", str(_shard_report(lab, 1, 2)))
+    return "cortexm report merge shard-1-of-2.json (shard 2 missing)", r.one_error_line("2/2")
+
+
+@attack("verdicts", "report merge of shards of different runs")
+def _(lab):
+    r = lab.cli("report", "merge", str(_shard_report(lab, 1, 2)), str(_shard_report(lab, 2, 2, pattern="conv")))
+    return "cortexm report merge (test -k relu --shard 1/2) (test -k conv --shard 2/2)", r.one_error_line()
+
+
+@attack("verdicts", "--timeout nan and inf")
+def _(lab):
+    for value in ("nan", "inf"):
+        r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--timeout", value, timeout=900)
+        problem = r.one_error_line("--timeout")
+        if problem:
+            return f"cortexm run relu.pte -t cortex-m7 --timeout {value}", problem
+    return "cortexm run relu.pte -t cortex-m7 --timeout nan|inf", None
+
+
+@attack("verdicts", "a sidecar name with a newline")
+def _(lab):
+    d = lab.folder("forged")
+    for f in lab.relu().parent.glob("relu.*"):
+        shutil.copyfile(f, d / f.name)
+    sidecar = json.loads((d / "relu.json").read_text())
+    sidecar["name"] = "relu\nforged  PASS"
+    (d / "relu.json").write_text(json.dumps(sidecar))
+    r = lab.cli("test", "--pte", str(d / "relu.pte"), "-t", "cortex-m7", "--sim", "none", timeout=300)
+    forged = [l for l in r.out.splitlines() if l.startswith("forged")]
+    return "cortexm test --pte relu.pte (its sidecar's name has a newline)", \
+        f"a forged line: {forged[0]!r}" if forged else (None if r.rc in (1, 2) else f"exit {r.rc}")
+
+
+# --- parsers: linear time on any input ------------------------------------------------------
+
+@attack("parsers", "a C header input with a 100 KB line")
+def _(lab):
+    evil = lab.root / "evil.h"
+    evil.write_text("a " * 50_000 + "\n")
+    r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "-i", str(evil), timeout=60)
+    return "cortexm run relu.pte -i evil.h ('a ' * 50000)", r.one_error_line("evil.h")
+
+
+@attack("parsers", "an .ino labels file with a 100 KB line")
+def _(lab):
+    evil = lab.root / "evil.ino"
+    evil.write_text('const char* kLabels[] = {"a"' + " " * 100_000 + "\n")
+    r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--labels", str(evil), timeout=60)
+    return "cortexm run relu.pte --labels evil.ino ('{\"a\"' and 100000 spaces)", r.one_error_line("evil.ino")
+
+
+# --- sweeps: bounded memory, partial results kept --------------------------------------------
+
+@attack("sweeps", "sweep --count 100000000")
+def _(lab):
+    import resource
+
+    limit = 2 << 30
+    command = [sys.executable, "-m", "cortexm", "sweep", "add", "-t", "cortex-m7", "--count", "100000000",
+               "--out", str(lab.folder("big-sweep"))]
+    process = subprocess.Popen(command, cwd=lab.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True, env={**os.environ, "CORTEXM_EXPORT_CACHE": str(_export_cache(lab))},
+                               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30)))
+    peak, started = 0, time.monotonic()
+    try:
+        while time.monotonic() - started < 90 and process.poll() is None and peak <= limit:
+            try:
+                rss = next(l for l in open(f"/proc/{process.pid}/status") if l.startswith("VmRSS:"))
+                peak = max(peak, int(rss.split()[1]) * 1024)
+            except (OSError, StopIteration):
+                pass
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return ("cortexm sweep add -t cortex-m7 --count 100000000 (90 s, main process RSS)",
+            f"{peak >> 20} MiB resident after {time.monotonic() - started:.0f} s" if peak > limit else None)
+
+
+@attack("sweeps", "Ctrl-C in a sweep keeps the samples run")
+def _(lab):
+    report = lab.root / "interrupted-sweep.json"
+    report.unlink(missing_ok=True)
+    process = subprocess.Popen([sys.executable, "-m", "cortexm", "sweep", "add", "-t", "cortex-m7", "--count", "400",
+                                "--out", str(lab.folder("int-sweep")), "--json", str(report)], cwd=lab.root,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "CORTEXM_EXPORT_CACHE": str(_export_cache(lab))},
+                               preexec_fn=_as_in_a_terminal)
+    time.sleep(150)
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return "Ctrl-C of cortexm sweep add --count 400 --json r.json, 150 s in", "still ran 60 s after Ctrl-C"
+    try:
+        rows = json.loads(report.read_text())["results"]
+    except (OSError, ValueError, KeyError):
+        rows = []
+    return ("Ctrl-C of cortexm sweep add --count 400 --json r.json, 150 s in",
+            None if rows and process.returncode != 0 else
+            f"exit {process.returncode}, {len(rows)} samples in the report: {(err.strip().splitlines() or [''])[-1][:100]}")
+
+
+# --- disk full, unwritable folders ----------------------------------------------------------
+
+def _small_disk(lab, name: str, free: int = 0, read_only: bool = False) -> Path | None:
+    """A tmpfs of 1 MiB mounted at lab/name, filled to `free` bytes (None: cannot mount here)."""
+    path = lab.folder(name)
+    if os.path.ismount(path):
+        return path
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return None
+    options = "size=1M" + (",ro" if read_only else "")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True).returncode:
+        return None
+    lab.mounts.append(path)
+    if not read_only:
+        with open(path / ".filler", "wb") as f:
+            try:
+                f.write(b"\0" * ((1 << 20) - free))
+                f.flush()
+            except OSError:
+                pass
+    return path
+
+
+def _disk_attack(lab, name, command, run, fragment="", read_only=False, free=0) -> tuple[str, str | None]:
+    disk = _small_disk(lab, name, free=free, read_only=read_only)
+    if disk is None:
+        return command, "SKIPPED: mounting a small tmpfs needs root"
+    r = run(disk)
+    return command, r.one_error_line(str(disk))
+
+
+@attack("disk full", "the export cache on a full disk")
+def _(lab):
+    return _disk_attack(lab, "full-cache", "CORTEXM_EXPORT_CACHE=<full disk> cortexm test -k relu --sim none",
+                        lambda disk: lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none",
+                                             timeout=900, env={"CORTEXM_EXPORT_CACHE": str(disk / "exports")}))
+
+
+@attack("disk full", "the export cache on a read-only disk")
+def _(lab):
+    return _disk_attack(lab, "ro-cache", "CORTEXM_EXPORT_CACHE=<read-only> cortexm test -k relu --sim none",
+                        lambda disk: lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none",
+                                             timeout=900, env={"CORTEXM_EXPORT_CACHE": str(disk / "exports")}),
+                        read_only=True)
+
+
+@attack("disk full", "test --json on a full disk: refused before the run")
+def _(lab):
+    command = "cortexm test -k relu --sim none --json <full disk>/r.json"
+    disk = _small_disk(lab, "full-report")
+    if disk is None:
+        return command, "SKIPPED: mounting a small tmpfs needs root"
+    r = lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none", "--json", str(disk / "r.json"),
+                timeout=900, env={"CORTEXM_EXPORT_CACHE": str(lab.folder("report-exports"))})
+    ran = "exporting" in r.err or any((lab.root / "report-exports").iterdir())
+    return command, r.one_error_line(str(disk)) or ("it ran the cases first" if ran else None)
+
+
+@attack("disk full", "test --json no/such/dir/r.json")
+def _(lab):
+    target = lab.root / "no" / "such" / "dir" / "r.json"
+    r = lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none", "--json", str(target),
+                timeout=900, env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
+    return "cortexm test -k relu --sim none --json no/such/dir/r.json", \
+        None if target.is_file() or (r.rc == 2 and not r.one_error_line()) else r.one_error_line() or "no report written"
+
+
+@attack("disk full", "export onto a full disk, then again with space")
+def _(lab):
+    command = "cortexm export relu -o <disk with 8 KiB free>/X.pte; free the disk; the same again"
+    disk = _small_disk(lab, "full-export", free=8 << 10)
+    if disk is None:
+        return command, "SKIPPED: mounting a small tmpfs needs root"
+    r = lab.cli("export", "relu", "-t", "cortex-m7", "-o", str(disk / "out" / "X.pte"))
+    problem = r.one_error_line(str(disk))
+    (disk / ".filler").unlink()
+    again = lab.cli("export", "relu", "-t", "cortex-m7", "-o", str(disk / "out" / "X.pte"))
+    return command, problem or (None if again.rc == 0 else f"the rerun: {again.one_error_line()}")
+
+
+@attack("disk full", "a runner build on a full disk")
+def _(lab):
+    return _disk_attack(lab, "full-builds", "CORTEXM_BUILD_CACHE=<full disk> cortexm build -t cortex-m3",
+                        lambda disk: lab.cli("build", "-t", "cortex-m3", timeout=900,
+                                             env={"CORTEXM_BUILD_CACHE": str(disk / "builds")}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="only attacks whose group or name contains this")
@@ -444,22 +946,30 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="cortexm-attacks-") as tmp:
         lab = Lab(Path(tmp))
-        for group, name, fn in ATTACKS:
-            if args.only and args.only not in f"{group} {name}":
-                continue
-            started = time.monotonic()
-            try:
-                command, problem = fn(lab)
-            except Exception as e:  # an attack that breaks is reported, the others still run
-                command, problem = "-", f"the attack itself failed: {type(e).__name__}: {e}"
-            verdict = "HELD" if problem is None else "FAILED"
-            rows.append({"group": group, "attack": name, "command": command, "verdict": verdict,
-                         "seen": problem or "", "seconds": round(time.monotonic() - started, 1)})
-            print(f"{verdict:6} {group:13} {name:68} {problem or ''}", flush=True)
+        try:
+            for group, name, fn in ATTACKS:
+                if args.only and args.only not in f"{group} {name}":
+                    continue
+                started = time.monotonic()
+                try:
+                    command, problem = fn(lab)
+                except Exception as e:  # an attack that breaks is reported, the others still run
+                    command, problem = "-", f"the attack itself failed: {type(e).__name__}: {e}"
+                verdict = ("HELD" if problem is None else
+                           "SKIPPED" if problem.startswith("SKIPPED: ") else "FAILED")
+                problem = (problem or "").removeprefix("SKIPPED: ")
+                rows.append({"group": group, "attack": name, "command": command, "verdict": verdict,
+                             "seen": problem, "seconds": round(time.monotonic() - started, 1)})
+                print(f"{verdict:7} {group:13} {name:68} {problem}", flush=True)
+        finally:
+            for mount in lab.mounts:
+                subprocess.run(["umount", "-l", str(mount)], capture_output=True)
     held = sum(r["verdict"] == "HELD" for r in rows)
-    print(f"\n{held} of {len(rows)} attacks held")
+    skipped = sum(r["verdict"] == "SKIPPED" for r in rows)
+    print(f"\n{held} of {len(rows) - skipped} attacks held" + (f" ({skipped} skipped: they need root)" if skipped else ""))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    sys.exit(1 if any(r["verdict"] == "FAILED" for r in rows) else 0)
 
 
 if __name__ == "__main__":
