@@ -86,6 +86,9 @@ def test_tolerances_are_findings_with_reasons():
         assert op.startswith("cortex_m::") and tol.lsb >= 0 and len(tol.why) > 20
     assert judge.tolerance("cortex_m::transpose").lsb == 0
     assert judge.tolerance("aten::permute_copy").lsb == 0
+    # The quantize rounds as the model's on the scalar loop; only the M55's Helium loop may not.
+    assert judge.tolerance("cortex_m::quantize_per_tensor", "DSP").lsb == 0
+    assert judge.tolerance("cortex_m::quantize_per_tensor", "MVE").lsb == 1
 
 
 def test_layouts_compare_modulo_size_one_dims():

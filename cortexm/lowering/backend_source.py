@@ -222,17 +222,37 @@ def fingerprint(tree: Path | None, helper: Path | None = None) -> str:
     digest = hashlib.sha256()
     if helper is not None:
         digest.update(b"helper\0" + helper.read_bytes())
-    roots = ([tree_backend(tree)] if tree else []) + [r for r in [_wheel_backend()] if r]
-    seen: set[Path] = set()
-    for root in roots:
+    for rel, file in sorted(_backend_files(tree).items()):
+        digest.update(rel.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def quantization_fingerprint(tree: Path | None) -> str:
+    """Digest of the backend files whose code decides how a model quantizes
+    (cortexm.lowering.quantizer_files); of all of them when that cannot be told."""
+    from cortexm.lowering.quantizer_files import quantization_files
+
+    view = _backend_files(tree)
+    python = {rel for rel in view if rel.endswith(".py")}
+    chosen = quantization_files(python, lambda rel: view[rel].read_text(errors="replace")) or set(view)
+    digest = hashlib.sha256()
+    for rel in sorted(chosen):
+        digest.update(rel.encode() + b"\0" + view[rel].read_bytes())
+    return digest.hexdigest()
+
+
+def _backend_files(tree: Path | None) -> dict[str, Path]:
+    """backends/cortex_m as the lowering sees it, path relative to it -> file: the tree's
+    Python, operators.yaml and modules, and the wheel's where the tree has none."""
+    view: dict[str, Path] = {}
+    for root in ([tree_backend(tree)] if tree else []) + [r for r in [_wheel_backend()] if r]:
         for file in sorted(root.rglob("*")):
             rel = file.relative_to(root)
-            if (not file.is_file() or rel in seen or "__pycache__" in rel.parts or rel.parts[0] == "test"
+            if (not file.is_file() or "__pycache__" in rel.parts or rel.parts[0] == "test"
                     or file.suffix not in (".py", ".yaml", ".so")):
                 continue
-            seen.add(rel)
-            digest.update(str(rel).encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()
+            view.setdefault(rel.as_posix(), file)
+    return view
 
 
 def describe(tree: Path | None = None, helper: Path | None = None) -> str:

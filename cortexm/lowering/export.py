@@ -82,56 +82,124 @@ class Lowered:
     # Each output's shape, dtype and dim order in the edge program before any cortex_m pass:
     # what the lowered program's outputs must be.
     signature: list[dict] = field(default_factory=list)
+    float_module: Any = None  # the float model, for how far quantization moved the outputs
 
 
-def lower(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Lowered:
-    """The program lowered for `core`, and the quantized model it was lowered from.
+@dataclass
+class Quantized:
+    """A model after PT2E quantization, before anything a core decides: where the lowering for
+    every core starts (quantize once, lower for each core from here)."""
 
-    layout "explicit" selects ExecuTorch's experimental explicit-NHWC pass list
-    (the `*_nhwc` operators); it takes contiguous NCHW inputs.
+    bundle: ModelBundle  # example inputs placed as the case's data asks
+    program: Any  # the quantized model as a torch.export program: what to_edge takes
+    quantized: Any  # its module (q/dq around float ops): what the program means
+    float_module: Any  # the float model's, as torch.export has it
+    models: dict[str, bytes]  # "quantized", "float" -> the two saved as torch.export programs
+    layout: str = "legacy"
+
+
+def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
+    """torch.export, CortexMQuantizer (PT2E: calibrate, convert), the example inputs placed, and
+    torch.export of the quantized model: the part of the lowering no core changes.
+
+    layout "explicit" (ExecuTorch's experimental explicit-NHWC pass list, the `*_nhwc`
+    operators) takes contiguous NCHW inputs.
     """
     if layout not in LAYOUTS:
         raise CortexmError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     backend_source.quiet_lowering_imports()
     backend_source.activate_from_environment()
     import torch
-    from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
-    from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
     from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
-    from executorch.backends.cortex_m.target_config import CortexMTargetConfig
-    from executorch.exir import to_edge
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     _quiet_loggers()
-    config = CortexMTargetConfig.from_target_string(core.target_string)
     if layout == "explicit":
         bundle.example_inputs = tuple(t.contiguous() for t in bundle.example_inputs)
         bundle.calibration = [tuple(t.contiguous() for t in s) for s in bundle.calibration]
     inputs = bundle.example_inputs
-    with _stage(bundle, core, "torch.export"):
+    with _stage(bundle, None, "torch.export"):
         float_program = torch.export.export(bundle.module, inputs, strict=True)
         # check_guards=False: with torch 2.13 the guard module breaks PT2E annotation.
         graph = float_program.module(check_guards=False)
-    with _stage(bundle, core, "quantization"), _one_thread(torch):
+    with _stage(bundle, None, "quantization"), _one_thread(torch):
         prepared = prepare_pt2e(graph, CortexMQuantizer())
         for sample in bundle.calibration:
             prepared(*sample)
         quantized = convert_pt2e(prepared)
     if bundle.data != "uniform":
         bundle.example_inputs = inputs = _crafted_inputs(bundle, quantized)
-    with _stage(bundle, core, "torch.export of the quantized model"):
+    with _stage(bundle, None, "torch.export of the quantized model"):
         exported = torch.export.export(quantized, inputs, strict=True)
         models = {"quantized": _saved(exported), "float": _saved(float_program)}
-    with _stage(bundle, core, "to_edge"):
-        edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
-        signature = output_signature(edge.exported_program())
-    with _stage(bundle, core, "the cortex_m passes"):
+    # The modules of the programs, as a saved and loaded Quantized has them (load_quantized).
+    return Quantized(bundle, exported, exported.module(), float_program.module(), models, layout)
+
+
+QUANTIZED_FILES = ("quantized.pt2", "float.pt2", "inputs.pt", "bundle.json")
+
+
+def save_quantized(quantized: Quantized, folder: Path) -> None:
+    """Write `quantized` into `folder` (QUANTIZED_FILES), for load_quantized."""
+    import torch
+
+    for kind, data in quantized.models.items():
+        (Path(folder) / f"{kind}.pt2").write_bytes(data)
+    torch.save(tuple(quantized.bundle.example_inputs), Path(folder) / "inputs.pt")
+    b = quantized.bundle
+    (Path(folder) / "bundle.json").write_text(json.dumps({"name": b.name, "qtol": b.qtol, "source": b.source,
+                                                          "notes": b.notes, "data": b.data, "layout": quantized.layout}))
+
+
+def load_quantized(folder: Path) -> Quantized:
+    """The Quantized save_quantized wrote: the same programs, so the same lowering."""
+    backend_source.quiet_lowering_imports()
+    backend_source.activate_from_environment()
+    import torch
+
+    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers the quantize ops the model calls
+
+    folder = Path(folder)
+    meta = json.loads((folder / "bundle.json").read_text())
+    program = torch.export.load(str(folder / "quantized.pt2"))
+    floating = torch.export.load(str(folder / "float.pt2"))
+    inputs = tuple(torch.load(folder / "inputs.pt", weights_only=True))
+    bundle = ModelBundle(meta["name"], floating.module(), inputs, [], meta["qtol"], meta["source"], meta["notes"],
+                         meta["data"])
+    models = {kind: (folder / f"{kind}.pt2").read_bytes() for kind in MODEL_KINDS}
+    return Quantized(bundle, program, program.module(), floating.module(), models, meta["layout"])
+
+
+def to_edge_program(quantized: Quantized):
+    """to_edge of the quantized model (ExecuTorch's, with the cortex_m edge config); one serves
+    every core: lower() takes a copy."""
+    from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
+    from executorch.exir import to_edge
+
+    with _stage(quantized.bundle, None, "to_edge"):
+        return to_edge(quantized.program, compile_config=cortex_m_edge_compile_config())
+
+
+def lower(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", edge=None) -> Lowered:
+    """The program lowered for `core` from a model (quantized first) or a quantized model, and
+    the quantized model it was lowered from; `edge`: to_edge_program's result to start from."""
+    import copy
+
+    quantized = source if isinstance(source, Quantized) else quantize(source, layout)
+    backend_source.activate_from_environment()
+    from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
+    from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+
+    config = CortexMTargetConfig.from_target_string(core.target_string)
+    edge = copy.deepcopy(edge) if edge is not None else to_edge_program(quantized)
+    signature = output_signature(edge.exported_program())
+    with _stage(quantized.bundle, core, "the cortex_m passes"):
         # Only the explicit layout passes the flag: ExecuTorch main has no such argument.
-        explicit = {"use_explicit_layout": True} if layout == "explicit" else {}
+        explicit = {"use_explicit_layout": True} if quantized.layout == "explicit" else {}
         edge._edge_programs["forward"] = CortexMPassManager(
             edge.exported_program(), target_config=config, **explicit
         ).transform()
-    return Lowered(edge, quantized, models, signature)
+    return Lowered(edge, quantized.quantized, quantized.models, signature, quantized.float_module)
 
 
 def output_signature(program) -> list[dict]:
@@ -171,14 +239,18 @@ def _saved(program) -> bytes:
     return buffer.getvalue()
 
 
-def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
+def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", edge=None) -> Export:
+    """The bundle for `core` (module docstring) from a model or a quantized model (`edge` as
+    lower() takes it)."""
     import torch
     from executorch import version as et_version
 
     from cortexm.lowering import dialect
     from cortexm.pte import parse
 
-    lowered = lower(bundle, core, layout)
+    quantized = source if isinstance(source, Quantized) else quantize(source, layout)
+    bundle = quantized.bundle
+    lowered = lower(quantized, core, edge=edge)
     program = lowered.edge.exported_program()
     text = dialect.render(program, _title(bundle, core))
     with _stage(bundle, core, "to_executorch"):
@@ -206,7 +278,7 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
         entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
         entry["reference"] = entry.pop("file")
         outputs_meta.append(entry)
-    semantic, model_outputs = _semantic(bundle, lowered, plan, calls, reference, outputs_meta)
+    semantic, model_outputs = _semantic(bundle, core, lowered, plan, calls, reference, outputs_meta)
     without_helium = _without_helium(pte, bundle, core) if calls else None
 
     sidecar = {
@@ -238,15 +310,16 @@ def export(bundle: ModelBundle, core: Core, layout: str = "legacy") -> Export:
     return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes, isolated, lowered.models, model_outputs)
 
 
-def _semantic(bundle: ModelBundle, lowered: Lowered, plan, calls: list, reference: list, outputs_meta: list[dict]):
+def _semantic(bundle: ModelBundle, core: Core, lowered: Lowered, plan, calls: list, reference: list,
+              outputs_meta: list[dict]):
     """The program against the model it was lowered from (cortexm.semantic): the sidecar's
     `semantic` record, and the quantized model's outputs as the runner lays them out."""
     from cortexm.semantic.model import judge_trace
 
     record, model_outputs = judge_trace(
-        lowered.quantized, bundle.module, bundle.example_inputs, calls,
+        lowered.quantized, lowered.float_module, bundle.example_inputs, calls,
         [np.asarray(r.detach().numpy() if hasattr(r, "detach") else r) for r in reference],
-        plan.outputs, [(e["quant"] or {}).get("scale") for e in outputs_meta])
+        plan.outputs, [(e["quant"] or {}).get("scale") for e in outputs_meta], core.backend)
     record["program_outputs"] = [{k: e[k] for k in ("shape", "dtype", "dim_order")} for e in outputs_meta]
     record["model_outputs"] = lowered.signature
     raw = [_raw(m, e["dim_order"]) if list(m.shape) == e["shape"] else b""
@@ -260,24 +333,37 @@ class KnownFailure(CortexmError):
     """Lowering failed as a case's known upstream defect says it will."""
 
 
-def lowered_text(bundle, core) -> str:
-    """Lower `bundle` for `core` and render it; a case's known failure raises KnownFailure."""
+def lowered_texts(bundle: ModelBundle, cores: list[Core]) -> dict[str, "str | KnownFailure"]:
+    """Lower `bundle` for each core (quantized and taken to the edge dialect once) and render
+    each; core name -> its text, or the KnownFailure a case's known defect expects."""
     from cortexm import cases
     from cortexm.lowering import dialect
 
-    known = cases.get(bundle.source["case"]).fails_at("export", core.name) if "case" in bundle.source else None
+    case = cases.get(bundle.source["case"]) if "case" in bundle.source else None
     try:
-        edge = lower(bundle, core).edge
+        quantized = quantize(bundle)
+        edge, failure = to_edge_program(quantized), None
     except CortexmError as e:
-        if known and known.explains("export", str(e)):
-            raise KnownFailure(f"{known.name}: {known.reason}") from e
+        failure = e
+    texts: dict[str, str | KnownFailure] = {}
+    for core in cores:
+        known = case.fails_at("export", core.name) if case else None
+        try:
+            if failure is not None:
+                raise failure
+            text = dialect.render(lower(quantized, core, edge=edge).edge.exported_program(), _title(bundle, core))
+        except CortexmError as e:
+            if known and known.explains("export", str(e)):
+                texts[core.name] = KnownFailure(f"{known.name}: {known.reason}")
+                continue
+            if known:
+                raise CortexmError(f"fails differently from {known.name}: {e}") from e
+            raise
         if known:
-            raise CortexmError(f"fails differently from {known.name}: {e}") from e
-        raise
-    if known:
-        raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
-                           "the defect looks fixed here, update its record in cortexm/cases/defects.py")
-    return dialect.render(edge.exported_program(), _title(bundle, core))
+            raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
+                               "the defect looks fixed here, update its record in cortexm/cases/defects.py")
+        texts[core.name] = text
+    return texts
 
 
 def _title(bundle: ModelBundle, core: Core) -> str:
@@ -368,8 +454,8 @@ def _upstream_reference(bundle: ModelBundle, core: Core, lowered: Lowered) -> tu
 class _stage:
     """Turns any failure inside a lowering stage into one line naming the stage."""
 
-    def __init__(self, bundle: ModelBundle, core: Core, what: str) -> None:
-        self.where = f"{bundle.name} for {core.name}"
+    def __init__(self, bundle: ModelBundle, core: Core | None, what: str) -> None:
+        self.where = f"{bundle.name} for {core.name}" if core else bundle.name
         self.what = what
 
     def __enter__(self):

@@ -61,29 +61,29 @@ def _op_name(target) -> str:
 
 
 def judge_trace(module, float_module, inputs: tuple, trace: list[tuple], outputs: list[np.ndarray],
-                output_indices: list[int], scales: list[float | None]) -> tuple[dict, list[np.ndarray]]:
+                output_indices: list[int], scales: list[float | None], backend: str) -> tuple[dict, list[np.ndarray]]:
     """`compare` for a program whose integer reference recorded `trace` (its calls'
     (instruction, operator, value index, value), cortexm.lowering.reference.evaluate) on
     `inputs` (torch tensors), writing output k to value `output_indices[k]`."""
     given = [Call(None, f"input {k}", t.detach().contiguous().numpy()) for k, t in enumerate(inputs)]
     written = {index: Call(n, op, value) for n, op, index, value in trace}
     record, model_outputs = compare(module, float_module, inputs, given + [Call(n, op, value) for n, op, _, value in trace],
-                                    outputs, [written.get(index) for index in output_indices], scales)
+                                    outputs, [written.get(index) for index in output_indices], scales, backend)
     if not trace:
         record["note"] = "the program's calls could not be traced: its outputs are compared whole"
     return record, model_outputs
 
 
 def compare(module, float_module, inputs: tuple, calls: list[Call], outputs: list[np.ndarray],
-            output_calls: list[Call | None], scales: list[float | None]) -> tuple[dict, list[np.ndarray]]:
+            output_calls: list[Call | None], scales: list[float | None], backend: str) -> tuple[dict, list[np.ndarray]]:
     """The semantic record of a program whose integer reference computed `calls` and
-    `outputs` (logical layout; `output_calls[k]` wrote output k; `scales[k]` its step), and the
-    quantized model's own outputs for `inputs`."""
+    `outputs` (logical layout; `output_calls[k]` wrote output k; `scales[k]` its step) for a
+    core of CMSIS-NN variant `backend`, and the quantized model's own outputs for `inputs`."""
     import torch
 
     with torch.no_grad():
         plain = _as_list(module(*inputs))
-        forced = _Forced(module, calls)
+        forced = _Forced(module, calls, backend)
         forcedout = _as_list(forced.run(*inputs))
         floats = _as_list(float_module(*inputs)) if float_module is not None else []
     points = list(forced.points)
@@ -91,13 +91,14 @@ def compare(module, float_module, inputs: tuple, calls: list[Call], outputs: lis
     for k, (ours, scale) in enumerate(zip(outputs, scales)):
         call = output_calls[k] if k < len(output_calls) else None
         model = _numpy(forcedout[k]) if k < len(forcedout) else None
-        points.append(_point(f"output {k}", [], call, model, ours, scale or 1.0))
+        points.append(_point(f"output {k}", [], call, model, ours, scale or 1.0, backend))
         if k < len(plain):
             drift.append(_drift(_numpy(plain[k]), ours, scale))
         if k < len(floats):
             model_floats.append(_float_drift(_numpy(floats[k]), ours, scale))
     record = {
         "reference": "the PT2E quantized model (convert_pt2e, before the cortex_m passes), run in torch",
+        "backend": backend,  # the CMSIS-NN variant whose tolerances apply
         # The dim orders eager torch gives the float model's outputs (the graph records one layout
         # where an input's is ambiguous: one channel, say, is NCHW and NHWC at once).
         "eager_dim_orders": _eager_layouts(float_module, inputs) if float_module is not None else [],
@@ -113,13 +114,14 @@ class _Forced:
     """The model run node by node; at each activation quantize, the program's value for it
     is found, compared, and used from there on."""
 
-    def __init__(self, module, calls: list[Call]) -> None:
+    def __init__(self, module, calls: list[Call], backend: str) -> None:
         import torch.fx
 
+        self.backend = backend
         self.calls = [c for c in calls if np.issubdtype(c.value.dtype, np.integer)]
         self.claimed: set[int] = set()
         self.points: list[dict] = []
-        self.unmapped: list[str] = []
+        self.unmapped: list[dict] = []
         # The latest program call that each model value depends on: a later point's call
         # must come after it (a call cannot use what has not been computed yet).
         self.after: dict = {}
@@ -147,13 +149,16 @@ class _Forced:
                       if k not in self.claimed and c.value.shape == model.shape and c.value.dtype == model.dtype
                       and (c.n if c.n is not None else -1) > after]
         if not candidates:
-            self.unmapped.append(node.name)
+            # The program computes no such tensor: a reshaped or reordered value, or a wrong shape.
+            self.unmapped.append({"node": node.name, "model_ops": model_ops(node), "shape": list(model.shape),
+                                  "before_point": len(self.points)})
             return value
-        within = [k for k in candidates if _max_diff(self.calls[k].value, model) <= tolerance(self.calls[k].op).lsb]
+        within = [k for k in candidates
+                  if _max_diff(self.calls[k].value, model) <= tolerance(self.calls[k].op, self.backend).lsb]
         chosen = (within or candidates)[0]
         self.claimed.add(chosen)
         call = self.calls[chosen]
-        self.points.append(_point(node.name, model_ops(node), call, model, call.value, 1.0))
+        self.points.append(_point(node.name, model_ops(node), call, model, call.value, 1.0, self.backend))
         self.after[node] = call.n if call.n is not None else -1
         # Carry on from the program's value, in the model value's own layout.
         forced = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
@@ -162,14 +167,14 @@ class _Forced:
 
 
 def _point(node: str, ops: list[str], call: Call | None, model: np.ndarray | None, ours: np.ndarray,
-           scale: float) -> dict:
+           scale: float, backend: str | None = None) -> dict:
     point = {"node": node, "model_ops": ops, "call": call.n if call else None, "op": call.op if call else None}
     if model is None or model.shape != ours.shape:
         what = "no model value" if model is None else f"the model's is {list(model.shape)}"
         return {**point, "shape_mismatch": f"the program's value is {list(ours.shape)}, {what}",
                 "max_lsb": 0.0, "differ": 0, "elements": int(ours.size)}
     diff = _lsb(ours, model, scale)
-    allowed = tolerance(call.op).lsb if call else 0
+    allowed = tolerance(call.op, backend).lsb if call else 0
     over = np.argwhere(diff > allowed)
     order = np.argsort(diff, axis=None)[::-1][:WORST]
     worst = [_element(np.unravel_index(i, diff.shape), ours, model, diff) for i in order if diff.flat[i] > 0]

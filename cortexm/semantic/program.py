@@ -29,7 +29,7 @@ def references(pte: Path, plan, sidecar: dict, inputs: list[np.ndarray], backend
     quantized = _load(pte.parent / models["quantized"])
     floating = _load(pte.parent / models["float"]) if "float" in models else None
     record, _ = judge_trace(quantized, floating, _model_inputs(inputs, sidecar), trace, outputs, plan.outputs,
-                            [(e.get("quant") or {}).get("scale") for e in sidecar.get("outputs", [])])
+                            [(e.get("quant") or {}).get("scale") for e in sidecar.get("outputs", [])], backend)
     for key in ("program_outputs", "model_outputs", "eager_dim_orders"):  # what the outputs must be does not depend on the inputs
         record[key] = sidecar["semantic"].get(key, [])
     return outputs, record

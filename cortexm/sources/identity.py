@@ -43,19 +43,22 @@ def _git(path: Path, *args: str) -> bytes:
 
 
 @lru_cache(maxsize=None)
-def tree(path: Path) -> TreeIdentity:
-    """The identity of the tree at `path` (computed once per process)."""
+def tree(path: Path, ignore: tuple[str, ...] = ()) -> TreeIdentity:
+    """The identity of the tree at `path` (computed once per process); uncommitted changes of
+    files matching an `ignore` glob (git pathspec, e.g. "backends/cortex_m/**/*.py": what a
+    build never reads) are not part of it."""
     rev = sources.git_rev(path)
     if rev is None:
         return TreeIdentity(None, None, nar.nar_hash(path))
-    digest = hashlib.sha256(_git(path, "diff", "HEAD", "--binary"))
-    untracked = _git(path, "ls-files", "--others", "--exclude-standard", "-z").split(b"\0")
+    spec = ["--", ".", *(f":(exclude,glob){pattern}" for pattern in ignore)] if ignore else []
+    digest = hashlib.sha256(_git(path, "diff", "HEAD", "--binary", *spec))
+    untracked = _git(path, "ls-files", "--others", "--exclude-standard", "-z", *spec).split(b"\0")
     for name in sorted(n for n in untracked if n):
         digest.update(name + b"\0")
         file = path / name.decode(errors="surrogateescape")
         if file.is_file():
             digest.update(file.read_bytes())
-    changed = bool(_git(path, "status", "--porcelain").strip())
+    changed = bool(_git(path, "status", "--porcelain", *spec).strip())
     return TreeIdentity(rev, digest.hexdigest()[:16] if changed else None, None)
 
 

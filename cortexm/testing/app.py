@@ -174,9 +174,11 @@ def _case_file(case: str) -> Path | None:
 
 # --- export stage (parallel, cached) ---------------------------------------------------
 
-def _export_job(case: str, core_name: str, layout: str, case_file: str | None, entry_key: str | None = None) -> str:
-    """Runs in a worker process: export one case into the cache (under `entry_key`, the key
-    the caller looked up), return the .pte path."""
+def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file: str | None) -> dict[str, tuple[bool, str]]:
+    """Runs in a worker process: export one case for each (core, entry key) into the cache, the
+    quantization done once for all of them (and cached on its own: an edit of a lowering pass
+    re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
+    the one-line error of that core's export)."""
     from cortexm.base import targets
     from cortexm.lowering import backend_source, export, modelsource
 
@@ -186,17 +188,45 @@ def _export_job(case: str, core_name: str, layout: str, case_file: str | None, e
     import torch
 
     torch.set_num_threads(1)  # the pool already uses every core
-    core = targets.core(core_name)
     cf = Path(case_file) if case_file else None
-    # Built before the cache entry is made: a model that cannot be built (its code may read a
-    # file, or import what is not installed yet) is never a cached failure.
-    bundle = modelsource.load(case)
+    quantized, failure = None, None
+    hit = cache.lookup_quantized(case, layout, cf)
+    if hit is not None:
+        quantized = export.load_quantized(hit)
+    else:
+        # Built before any cache entry is made: a model that cannot be built (its code may read
+        # a file, or import what is not installed yet) is never a cached failure.
+        bundle = modelsource.load(case)
+        try:
+            quantized = export.quantize(bundle, layout)
+        except CortexmError as e:
+            failure = e  # every core's export fails the same way: cached as each one's failure
+        else:
+            cache.store_quantized(case, layout, cf, lambda folder: export.save_quantized(quantized, folder))
+    edge: list = []
 
-    def write(path: Path) -> None:
-        export.write(export.export(bundle, core, layout), path)
+    def write(core, path: Path) -> None:
+        if failure is not None:
+            raise failure
+        if not edge:
+            edge.append(export.to_edge_program(quantized))
+        export.write(export.export(quantized, core, layout, edge=edge[0]), path)
 
-    # A failure is returned as its message by the caller; check() decides whether it was expected.
-    return str(cache.store(case, core_name, layout, cf, write, entry_key))
+    results: dict[str, tuple[bool, str]] = {}
+    for core_name, entry_key in cores:
+        core = targets.core(core_name)
+        # A failure is returned as its message; check() decides whether it was expected.
+        try:
+            results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path: write(core, path), entry_key)))
+        except StorageError:
+            raise  # the disk, not the case: the run stops
+        except CortexmError as e:
+            results[core_name] = (False, str(e))
+        except Exception as e:  # a crash inside the lowering: keep going, report it
+            if storage_error(e):
+                raise storage_error(e) from None
+            results[core_name] = (False, f"{type(e).__name__}: {e}")
+    return results
 
 
 def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callable[[str], None]) -> dict[tuple[str, str], Path | str]:
@@ -215,12 +245,16 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
     from cortexm.base import progress as progress_mod
 
     task = progress_mod.task(progress, f"exporting ({len(pairs) - len(todo)} of {len(pairs)} cached)", total=len(todo))
-    jobs = max(1, min(options.jobs, len(todo)))
+    # One job per case, for all its cores: the quantization is the cores' to share.
+    by_case: dict[str, list[tuple[str, str]]] = {}
+    for case, core in todo:
+        by_case.setdefault(case, []).append((core.name, cache.key(case, core.name, options.layout, _case_file(case))))
+    jobs = max(1, min(options.jobs, len(by_case)))
     if jobs == 1:
         backend_source.probe()
-        for case, core in todo:
-            results[(case, core.name)] = _run_export(case, core, options)
-            task.advance()
+        for case, cores in by_case.items():
+            _collect(results, case, cores, lambda: _export_job(case, cores, options.layout, _str(_case_file(case))))
+            task.advance(len(cores))
         task.done()
         return results
     from concurrent.futures.process import BrokenProcessPool
@@ -229,24 +263,12 @@ def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callab
     futures = {}
     try:
         pool.submit(backend_source.probe).result()  # a tree whose Python cannot run: one line, not N
-        futures = {pool.submit(_export_job, case, core.name, options.layout, _str(_case_file(case)),
-                               cache.key(case, core.name, options.layout, _case_file(case))): (case, core)
-                   for case, core in todo}
+        futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case))): (case, cores)
+                   for case, cores in by_case.items()}
         for future in as_completed(futures):
-            case, core = futures[future]
-            try:
-                results[(case, core.name)] = Path(future.result())
-            except StorageError:
-                raise  # the disk, not the case: the run stops
-            except CortexmError as e:
-                results[(case, core.name)] = str(e)
-            except BrokenProcessPool:
-                raise
-            except Exception as e:  # a crash inside the lowering: keep going, report it
-                if storage_error(e):
-                    raise storage_error(e) from None
-                results[(case, core.name)] = f"{type(e).__name__}: {e}"
-            task.advance()
+            case, cores = futures[future]
+            _collect(results, case, cores, future.result)
+            task.advance(len(cores))
     except BrokenProcessPool as e:
         _POOLS.clear()
         raise CortexmError(f"an export worker process died ({e}); run again with -j 1 to see where") from None
@@ -285,13 +307,23 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     return _POOLS[key]
 
 
-def _run_export(case: str, core: Core, options: Options) -> Path | str:
+def _collect(results: dict, case: str, cores: list[tuple[str, str]], job: Callable[[], dict]) -> None:
+    """Each core's export of `case` from `job()` (an _export_job), or what stopped the job as
+    every core's failure (a model that could not be built, say)."""
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
-        return Path(_export_job(case, core.name, options.layout, _str(_case_file(case))))
-    except StorageError:
-        raise  # the disk, not the case: the run stops
+        done = job()
+    except (StorageError, BrokenProcessPool):
+        raise  # the disk or the pool, not the case: the run stops
     except CortexmError as e:
-        return str(e)
+        done = {core: (False, str(e)) for core, _ in cores}
+    except Exception as e:  # a crash outside one core's lowering: keep going, report it
+        if storage_error(e):
+            raise storage_error(e) from None
+        done = {core: (False, f"{type(e).__name__}: {e}") for core, _ in cores}
+    for core, (ok, text) in done.items():
+        results[(case, core)] = Path(text) if ok else text
 
 
 def _str(p: Path | None) -> str | None:

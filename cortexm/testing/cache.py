@@ -49,6 +49,23 @@ def code_files() -> list[Path]:
 
 @lru_cache(maxsize=None)
 def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
+    h = _cortexm_and_torch()
+    h.update(backend_source.fingerprint(lowering_tree, helper).encode())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _quantization_fingerprint(lowering_tree: Path | None) -> str:
+    """What a quantized model depends on besides its case: as _code_fingerprint, but of the
+    backend only the files whose code quantizes (cortexm.lowering.quantizer_files), and not
+    the CMSIS-NN module (scratch is sized later)."""
+    h = _cortexm_and_torch()
+    h.update(backend_source.quantization_fingerprint(lowering_tree).encode())
+    return h.hexdigest()
+
+
+def _cortexm_and_torch():
+    """A digest started with cortexm's export code and the installed torch and ExecuTorch."""
     h = hashlib.sha256()
     for f in code_files():
         h.update(str(f.relative_to(_PACKAGE)).encode())
@@ -64,8 +81,7 @@ def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
         h.update(str(version.git_version).encode())
     except ImportError:
         pass
-    h.update(backend_source.fingerprint(lowering_tree, helper).encode())
-    return h.hexdigest()
+    return h
 
 
 def fingerprint() -> str:
@@ -205,3 +221,51 @@ def _publish(tmp: Path, final: Path) -> None:
         tmp.rename(final)
     except OSError:  # another process stored the same export first
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- the quantization stage, shared by every core --------------------------------------------
+
+QUANTIZED = "quantized"  # the export cache's folder of quantized models (cortexm.lowering.export.Quantized)
+
+
+def quantized_key(case: str, layout: str, case_file: Path | None = None) -> str:
+    """The key of a case's quantized model: its case, layout and case file as key() has them,
+    and of the lowering only what quantizes, so an edit of a lowering pass re-runs the passes
+    and not the quantization (about a third of an export), and every core shares one."""
+    files.check_name(case, "case name")
+    backend_source.activate_from_environment()
+    h = hashlib.sha256(_quantization_fingerprint(backend_source.active_tree()).encode())
+    h.update(f"{case}\0{layout}".encode())
+    if case_file is not None:
+        h.update(case_file_digest(case_file).encode())
+    return h.hexdigest()[:24]
+
+
+def lookup_quantized(case: str, layout: str, case_file: Path | None = None) -> Path | None:
+    """The folder of the cached quantized model, or None; a damaged entry is removed."""
+    folder = root() / QUANTIZED / quantized_key(case, layout, case_file)
+    if not folder.is_dir():
+        return None
+    written = manifest.read(folder / MANIFEST)
+    if written is None or manifest.damage(folder, written) is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return folder
+
+
+def store_quantized(case: str, layout: str, case_file: Path | None, write: Callable[[Path], None]) -> None:
+    """Run `write(folder)` into a fresh folder and move it into the cache atomically. Only what
+    succeeded is stored: a failed quantization is cached as each core's failed export."""
+    final = root() / QUANTIZED / quantized_key(case, layout, case_file)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        remove_abandoned(final.parent)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
+        try:
+            write(tmp)
+            _publish(tmp, final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        raise storage_error(e) or e from None
