@@ -26,8 +26,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-# Instructions per int8 MAC at the core's best multiply-accumulate instruction.
-LIMIT = {"cortex-m7": 1 / 2, "cortex-m4": 1 / 2, "cortex-m33": 1 / 2, "cortex-m55": 1 / 16}
+from cortexm.testing.perf import MAC_LIMIT as LIMIT  # instructions per int8 MAC at the best MAC instruction
 
 
 STAGES = ("build", "export", "dialect", "verify", "run")
@@ -104,29 +103,9 @@ def upstream_once(core_name, pattern, exports, builds):
 
 def macs(pte: Path) -> int:
     """Multiply-accumulates of the program's conv, depthwise, transpose-conv and linear calls."""
-    from cortexm.checking import library, scratch
-    from cortexm.pte import load
+    from cortexm.testing.perf import call_macs
 
-    plan, total = load(pte).plan(), 0
-    for _, op, call in plan.kernel_calls():
-        name = op.qualified_name
-        names = library.arguments_for(name, len(call.args), library.installed())
-        if names is None:
-            continue
-        a = scratch.named_args(plan, call, list(names))
-        if name == "cortex_m::quantized_conv2d.out":
-            cout, kh, kw, cin = a["weight"].sizes
-            total += a["out"].numel * kh * kw * cin
-        elif name == "cortex_m::quantized_depthwise_conv2d.out":
-            _, kh, kw, _ = a["weight"].sizes
-            total += a["out"].numel * kh * kw
-        elif name == "cortex_m::quantized_transpose_conv2d.out":
-            cout, kh, kw, cin = a["weight"].sizes
-            total += a["input"].numel * cout * kh * kw
-        elif name == "cortex_m::quantized_linear.out":
-            fout, fin = a["weights"].sizes
-            total += a["out"].numel * fin
-    return total
+    return sum(call_macs(pte).values())
 
 
 def main() -> None:

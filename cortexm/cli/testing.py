@@ -86,19 +86,27 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @click.option("--coverage", "coverage_dir", type=click.Path(file_okay=False),
               help="Build the runners with gcov counters and write, per core, which lines and functions of the "
                    "cortex_m kernels and CMSIS-NN ran: DIR/<core>/cobertura.xml, lcov.info and a table.")
+@click.option("--baseline", type=click.Path(dir_okay=False),
+              help="An earlier run's --json report: report every case whose instructions changed beyond "
+                   "--max-slowdown, either way, with the call that changed most (slower fails), and runners that grew.")
+@click.option("--max-slowdown", default="5%", show_default=True, help="The threshold of --baseline.")
+@click.option("--per-mac", is_flag=True, help="Print instructions per MAC of every conv and linear call, per core.")
 @lowering_option
 @cases_timeout_option
 @shard_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
-             executorch_src, cmsis_nn_src, offline, coverage_dir, lowering, timeout, shard) -> int:
+             executorch_src, cmsis_nn_src, offline, coverage_dir, baseline, max_slowdown, per_mac, lowering, timeout,
+             shard) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
     from cortexm.lowering import backend_source
-    from cortexm.testing import app, simulate
-    from cortexm.testing.summary import print_summary
+    from cortexm.testing import app, perf, simulate
+    from cortexm.testing.summary import print_changes, print_per_mac, print_summary
 
-    # Before any work: where the reports go, and what the given programs are called.
+    # Before any work: where the reports go, what the given programs are called, the baseline.
     reports = outputs.check({"--json": json_path, "--junit": junit})
+    threshold = perf.parse_threshold(max_slowdown)
+    earlier = perf.load_baseline(baseline) if baseline else None
     coverage_out = manifest.OwnedFolder(Path(coverage_dir), ".cortexm-coverage.json", "--coverage folder", False,
                                         "choose another --coverage folder") if coverage_dir else None
     for pte in ptes:
@@ -132,19 +140,26 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
         results = app.run(options, progress=progress)
     checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started
+    sizes = perf.runner_sizes(options.simulators)
+    changes = perf.gate(results, earlier, threshold) + perf.size_gate(sizes, earlier, threshold) if earlier else []
     print_summary(results, checks, options, elapsed)
+    if per_mac:
+        print_per_mac(perf.per_mac(results))
+    if earlier:
+        print_changes(changes, baseline, threshold)
     covered = _coverage(options, Path(coverage_dir)) if coverage_dir else {}
     if coverage_out:
         coverage_out.seal({"tool": "cortexm test --coverage"})
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
             "shard": shards.label(shard), "run": _run_identity(options, sim),
-            "lowering": backend_source.describe(),
+            "lowering": backend_source.describe(), "runners": sizes,
             "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()}}
     outputs.write(reports["--junit"], app.to_junit(results, checks))
     outputs.write(reports["--json"], app.to_json(results, checks, meta))
     # A simulation that was asked for and did not happen fails the run (--sim none asks for none).
     unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
-    return EXIT_PROBLEMS if any(r.failed for r in results) or any(c.failed for c in checks) or unsimulated else 0
+    failed = any(r.failed for r in results) or any(c.failed for c in checks) or any(c.failed for c in changes)
+    return EXIT_PROBLEMS if failed or unsimulated else 0
 
 
 def _given_name(pte: Path) -> None:

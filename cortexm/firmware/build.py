@@ -70,9 +70,11 @@ class BuildOptions:
         ]
 
     def extra_digest(self) -> str:
+        """The extra sources and the headers beside them (what they may include)."""
         digest = hashlib.sha256()
-        for source in self.extra_sources:
-            digest.update(Path(source).read_bytes())
+        files = {Path(s) for s in self.extra_sources} | {h for s in self.extra_sources for h in Path(s).parent.glob("*.h")}
+        for file in sorted(files):
+            digest.update(file.name.encode() + b"\0" + file.read_bytes())
         return digest.hexdigest()
 
 

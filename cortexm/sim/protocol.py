@@ -31,6 +31,7 @@ GUARD_BYTES = 256
 _FAILURE = re.compile(r"(^[EF][: ].*$)|(^.*Hard fault.*$)|(^.*Assertion.*$)|(^==\d+==ERROR: .*$)|(^\S+: runtime error: .*$)",
                       re.MULTILINE)
 _COUNT = re.compile(r"^I (instructions|ticks): (\d+)\s*$", re.MULTILINE)
+_CALL = re.compile(r"^I call (\d+) (instructions|ticks): (\d+)\s*$", re.MULTILINE)
 
 
 @dataclass
@@ -67,6 +68,15 @@ class SimResult:
     def ticks(self) -> int | None:
         """SysTick ticks of the CPU clock that execute() took."""
         return _counts(self.log).get("ticks")
+
+    @property
+    def calls(self) -> dict[int, int]:
+        """Instruction index -> what it took, for a run with `--calls 1`: instructions with
+        QEMU's -icount, else SysTick ticks."""
+        counts: dict[str, dict[int, int]] = {"instructions": {}, "ticks": {}}
+        for m in _CALL.finditer(self.log):
+            counts[m.group(2)][int(m.group(1))] = int(m.group(3))
+        return counts["instructions"] or counts["ticks"]
 
 
 def _counts(log: str) -> dict[str, int]:

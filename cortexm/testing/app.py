@@ -40,6 +40,7 @@ class SimOutcome:
     instructions: int | None
     log: str
     failure: str | None  # one line naming what went wrong, None on success
+    calls: dict = field(default_factory=dict)  # instruction index -> its cost (a run with --calls 1)
 
 
 class Simulator(Protocol):
@@ -52,7 +53,9 @@ class Simulator(Protocol):
 class CaseResult:
     case: str
     core: str
-    status: str = "PASS"  # PASS, FAIL, XFAIL, XPASS, ERROR, NOT RUN (checked, but not simulated)
+    # PASS, FAIL, XFAIL, XPASS, ERROR, NOT RUN (checked, but not simulated); against a baseline
+    # (cortexm.testing.perf) a PASS can be SLOWER (a failure) or FASTER.
+    status: str = "PASS"
     dialect: str = "-"  # ok, DIFF, - (no golden)
     verify: str = "-"
     sim: str = "-"
@@ -75,13 +78,18 @@ class CaseResult:
     stages: list = field(default_factory=list)  # the stages that ran (cortexm.cases.defects.STAGES)
     seconds: dict[str, float] = field(default_factory=dict)
     outputs: list = field(default_factory=list, repr=False)  # the simulator's, for the cross-core check
+    # What each kernel call cost: [instruction index, operator, instructions (or ticks)], for
+    # the performance gate (cortexm.testing.perf).
+    calls: list = field(default_factory=list)
+    perf: str = ""  # against a baseline (--baseline): the change in instructions, and the call that made it
+    pte: str = ""  # the program that was checked (in the export cache)
     # Digests of the integer reference's outputs without ExecuTorch's Helium loops (M55 only):
     # what the core would give if only that rounding were otherwise.
     without_helium: list | None = field(default=None, repr=False)
 
     @property
     def failed(self) -> bool:
-        return self.status in ("FAIL", "XPASS", "ERROR")
+        return self.status in ("FAIL", "XPASS", "ERROR", "SLOWER")
 
 
 @dataclass
@@ -373,6 +381,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     if isinstance(exported, str):
         raise CortexmError(f"export failed: {exported}")
     pte, sidecar = exported, read_sidecar(exported)
+    result.pte = str(pte)
 
     result.stages.append("verify")
     t = time.perf_counter()
@@ -410,9 +419,10 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         return
     t = time.perf_counter()
     result.stages.append("run")
-    outcome = simulator.run(pte, core)
+    outcome = simulator.run(pte, core, extra_args=CALLS)
     result.seconds["run"] = time.perf_counter() - t
     result.instructions = outcome.instructions
+    result.calls = call_costs(pte, outcome.calls)
     if outcome.failure:
         result.sim = "FAIL"
         _fail(result, "run", f"{simulator.name}: {outcome.failure}", _tail(outcome.log))
@@ -458,6 +468,20 @@ def _check_semantic(sidecar: dict, result: CaseResult) -> None:
     for line, details in departures:
         _fail(result, "semantic", line, details)
     result.semantic = "FAIL" if departures else "ok"
+
+
+# The main run times every instruction on its own (the runner's --calls): per-call costs for
+# the performance gate, at no cost to the total.
+CALLS = ("--calls", "1")
+
+
+def call_costs(pte: Path, costs: dict[int, int]) -> list[list]:
+    """[instruction, operator, cost] of every kernel call a run timed (cortexm.sim.protocol)."""
+    if not costs:
+        return []
+    from cortexm.pte import load
+
+    return [[n, op.name, costs[n]] for n, op, _ in load(pte).plan().kernel_calls() if n in costs]
 
 
 def _check_memory(pte: Path, sidecar: dict, simulator, core: Core, options: Options, result: CaseResult) -> None:
@@ -645,14 +669,14 @@ def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
     for core in dict.fromkeys(r.core for r in results):
         rs = sorted((r for r in results if r.core == core), key=lambda r: r.case)  # shards merge to the same file
         suite = ET.SubElement(suites, "testsuite", name=core, tests=str(len(rs)),
-                              failures=str(sum(r.status in ("FAIL", "XPASS") for r in rs)),
+                              failures=str(sum(r.status in ("FAIL", "XPASS", "SLOWER") for r in rs)),
                               errors=str(sum(r.status == "ERROR" for r in rs)),
                               skipped=str(sum(r.status in ("XFAIL", "NOT RUN") for r in rs)),
                               time=f"{sum(sum(r.seconds.values()) for r in rs):.3f}")
         for r in rs:
             tc = ET.SubElement(suite, "testcase", classname=f"cortexm.{core}", name=r.case,
                                time=f"{sum(r.seconds.values()):.3f}")
-            if r.status in ("FAIL", "XPASS"):
+            if r.status in ("FAIL", "XPASS", "SLOWER"):
                 ET.SubElement(tc, "failure", message=r.reason).text = r.details
             elif r.status == "ERROR":
                 ET.SubElement(tc, "error", message=r.reason).text = r.details
@@ -662,7 +686,7 @@ def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
                 ET.SubElement(tc, "skipped", message=r.reason)
             props = ET.SubElement(tc, "properties")
             for name in ("dialect", "verify", "sim", "memory", "semantic", "semantic_lsb", "max_lsb", "mismatches",
-                         "instructions"):
+                         "instructions", "perf"):
                 ET.SubElement(props, "property", name=name, value=str(getattr(r, name)))
     if checks:
         suite = ET.SubElement(suites, "testsuite", name="cross-core", tests=str(len(checks)),

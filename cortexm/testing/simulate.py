@@ -41,7 +41,7 @@ class RunnerSimulator:
 
                 failure = sanitizer_failure(e.result.log, pte) or failure
             return SimOutcome([], e.result.instructions, e.result.log, failure)
-        return SimOutcome(result.outputs, result.instructions, result.log, None)
+        return SimOutcome(result.outputs, result.instructions, result.log, None, result.sim_result.calls)
 
     def memory_args(self, fill: int) -> tuple[str, ...]:
         """Runner arguments of the memory oracle on this simulator (guards, or the sanitizers)."""

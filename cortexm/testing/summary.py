@@ -20,7 +20,8 @@ def print_summary(results, checks, options, elapsed: float) -> None:
               [[r.case, r.dialect, r.verify, _semantic_cell(r), r.sim, r.memory, _num(r.max_lsb), _ratio(r),
                 _num(r.instructions), r.status] for r in rows],
               title=f"{core} ({sim_name})")
-        counts = {s: sum(r.status == s for r in rows) for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN")}
+        counts = {s: sum(r.status == s for r in rows)
+                  for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN", "SLOWER", "FASTER")}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
         if isinstance(sim, str):
             out.print(f"{core}: simulator runs skipped: {sim}")
@@ -82,3 +83,26 @@ def _num(v) -> str:
 
 def _ratio(r) -> str:
     return "-" if r.mismatches is None else f"{r.mismatches}/{r.elements}"
+
+
+def print_changes(changes, baseline: str, threshold: float) -> None:
+    """The performance gate's findings (cortexm.testing.perf), or that there were none."""
+    out = console()
+    if not changes:
+        out.print(f"performance: no case or runner changed by more than {threshold:.0%} against {baseline}", markup=False)
+        return
+    for change in changes:
+        out.print(change.line, markup=False)
+    failed = sum(c.failed for c in changes)
+    out.print(f"performance against {baseline} (threshold {threshold:.0%}): {len(changes)} changes, {failed} of them "
+              f"slower or larger", markup=False)
+
+
+def print_per_mac(rows) -> None:
+    """Instructions per MAC of every conv and linear call, per core (cortexm.testing.perf.per_mac)."""
+    if not rows:
+        return
+    table(["core", "case", "operator", "MACs", "instructions", "instr/MAC", "of limit"],
+          [[core, case, op, f"{macs:,}", f"{cost:,}", f"{ratio:.3f}", f"{share:.1%}" if share else "-"]
+           for core, case, op, macs, cost, ratio, share in rows],
+          title="instructions per MAC (limit: 0.5 on DSP cores, 0.0625 on the M55)")

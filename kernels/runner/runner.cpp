@@ -89,6 +89,7 @@ struct Options {
   int fill = -1;  // byte to fill the planned buffers with before the run; -1: none
   bool trace = false;  // print each instruction before it runs
   bool load_only = false;  // stop after load_method: `I loaded`
+  bool calls = false;  // time every instruction: `I call N instructions: X` (the cost of each kernel call)
 };
 
 [[noreturn]] void fail(int status) {
@@ -125,6 +126,8 @@ Options parse_arguments(int argc, char** argv) {
       options.trace = std::atoi(value) != 0;
     } else if (std::strcmp(flag, "--load-only") == 0) {
       options.load_only = std::atoi(value) != 0;
+    } else if (std::strcmp(flag, "--calls") == 0) {
+      options.calls = std::atoi(value) != 0;
     } else {
       // Upstream's runner ignores what it does not know (e.g. --server_mode); so do we.
       std::printf("I ignoring %s %s\n", flag, value);
@@ -329,6 +332,16 @@ uint64_t ticks_to_instructions(uint64_t ticks, int shift) {
   return (ticks * 1000000000ull + ns_per_instruction_times_hz / 2) / ns_per_instruction_times_hz;
 }
 
+// One instruction's cost: `I call N ticks: T`, and with QEMU's -icount `I call N instructions: X`.
+void print_call(size_t instruction, uint64_t ticks, int icount_shift) {
+  char text[21];
+  std::printf("I call %u ticks: %s\n", static_cast<unsigned>(instruction), u64_text(ticks, text));
+  if (icount_shift >= 0) {
+    std::printf("I call %u instructions: %s\n", static_cast<unsigned>(instruction),
+                u64_text(ticks_to_instructions(ticks, icount_shift), text));
+  }
+}
+
 int run(const Options& options) {
   cortexm::Arena arena(board_arena_begin(), board_arena_end());
   File program_file = read_file(options.program, arena, "the program");
@@ -462,9 +475,29 @@ int run(const Options& options) {
       }
     }
   } else {
-    board_counter_start();
-    Error status = method->execute();
-    uint64_t ticks = board_counter_read();
+    uint64_t ticks = 0;
+    Error status = Error::Ok;
+    if (options.calls) {
+      // One instruction at a time, each timed on its own (printing between them is not counted):
+      // what a change cost, kernel call by kernel call.
+      for (size_t instruction = 0;; instruction++) {
+        board_counter_start();
+        status = method->step();
+        uint64_t spent = board_counter_read();
+        if (status != Error::Ok) {
+          break;
+        }
+        ticks += spent;
+        print_call(instruction, spent, options.icount_shift);
+      }
+      if (status == Error::EndOfMethod) {
+        status = Error::Ok;
+      }
+    } else {
+      board_counter_start();
+      status = method->execute();
+      ticks = board_counter_read();
+    }
     if (status != Error::Ok) {
       std::printf("E executing method %s failed: %s (0x%x)\n", *method_name, executorch::runtime::to_string(status), static_cast<unsigned>(status));
       return temp_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;

@@ -2,21 +2,9 @@
  * arm_convolve_wrapper_s8 (linked with -Wl,--wrap=arm_convolve_wrapper_s8) and moves
  * the first output element by one quantization step. The 1-LSB comparison with the
  * Python reference lets that through; only the cross-core check can catch it. */
-#include "arm_nnfunctions.h"
+#include "convolve_wrapper.h"
 
-arm_cmsis_nn_status __real_arm_convolve_wrapper_s8(
-    const cmsis_nn_context *ctx, const cmsis_nn_conv_params *conv_params,
-    const cmsis_nn_per_channel_quant_params *quant_params, const cmsis_nn_dims *input_dims,
-    const int8_t *input_data, const cmsis_nn_dims *filter_dims, const int8_t *filter_data,
-    const cmsis_nn_dims *bias_dims, const int32_t *bias_data, const cmsis_nn_dims *output_dims,
-    int8_t *output_data);
-
-arm_cmsis_nn_status __wrap_arm_convolve_wrapper_s8(
-    const cmsis_nn_context *ctx, const cmsis_nn_conv_params *conv_params,
-    const cmsis_nn_per_channel_quant_params *quant_params, const cmsis_nn_dims *input_dims,
-    const int8_t *input_data, const cmsis_nn_dims *filter_dims, const int8_t *filter_data,
-    const cmsis_nn_dims *bias_dims, const int32_t *bias_data, const cmsis_nn_dims *output_dims,
-    int8_t *output_data) {
+arm_cmsis_nn_status __wrap_arm_convolve_wrapper_s8(CONVOLVE_WRAPPER_ARGS) {
   arm_cmsis_nn_status status = __real_arm_convolve_wrapper_s8(
       ctx, conv_params, quant_params, input_dims, input_data, filter_dims, filter_data,
       bias_dims, bias_data, output_dims, output_data);
