@@ -114,6 +114,27 @@ def pytest_make_collect_report(collector):
             return
 
 
+# A routed session's [tests done, tests collected], for `cortexm upstream-tests`' progress.
+_COUNTS: list[int] = []
+
+
+def pytest_collection_finish(session):
+    if getattr(session.config, "_cortexm_routing", None) is not None:
+        from cortexm.testing import upstream
+
+        _COUNTS[:] = [0, len(session.items)]
+        upstream.count_progress(*_COUNTS)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """A test finished, whatever its outcome: one more done."""
+    if _COUNTS:
+        from cortexm.testing import upstream
+
+        _COUNTS[0] += 1
+        upstream.count_progress(*_COUNTS)
+
+
 def pytest_unconfigure(config):
     routing = getattr(config, "_cortexm_routing", None)
     if routing is not None:

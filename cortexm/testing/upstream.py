@@ -27,6 +27,9 @@ from cortexm.base.errors import CortexmError
 
 # Where the session reports (one JSON per core: timing, runners, xfail outcomes).
 STATS_ENV = "CORTEXM_UPSTREAM_STATS"
+# Where a routed session writes "DONE TOTAL" as its tests finish (pytest_plugin), for the
+# parent's progress per core.
+PROGRESS_ENV = "CORTEXM_UPSTREAM_PROGRESS"
 SIM_ENV = "CORTEXM_UPSTREAM_SIM"
 # Test modules that need packages upstream lists only as optional, with the install hint.
 OPTIONAL_MODULES = {"torchvision": "pip install torchvision", "torchaudio": "pip install torchaudio",
@@ -178,23 +181,52 @@ def run_suite(folder: Path, cores: list[str], sim_name: str, pattern: str | None
         sessions = {}
         for core in cores:
             junit, stats, log = out_dir / f"{core}.xml", out_dir / f"{core}.json", out_dir / f"{core}.log"
+            counted = out_dir / f"{core}.progress"
+            counted.unlink(missing_ok=True)
             command = [sys.executable, "-m", "pytest", str(folder), "--rootdir", str(folder), "-p", "no:cacheprovider",
                        "-q", "--cortex-m-target", core, "--cortexm-core", core, "--cortexm-sim", sim_name,
                        "--junitxml", str(junit), "-o", "junit_family=xunit2", *(["-k", pattern] if pattern else [])]
-            env = {**os.environ, STATS_ENV: str(stats)}
+            env = {**os.environ, STATS_ENV: str(stats), PROGRESS_ENV: str(counted)}
             handle = stack.enter_context(open(log, "w"))
             process = stack.enter_context(children.started(command, stdout=handle, stderr=subprocess.STDOUT,
                                                            stdin=subprocess.DEVNULL, env=env))
             sessions[core] = (process, junit, stats, log, time.perf_counter())
-        task = progress_mod.task(progress, f"ExecuTorch's cortex_m tests on {', '.join(cores)}", total=len(cores))
-        for core, (process, junit, stats, log, started) in sessions.items():
-            returncode = process.wait()
-            task.advance()
-            results[core] = {"junit": junit, "log": log, "returncode": returncode,
-                             "seconds": time.perf_counter() - started,
-                             "stats": json.loads(stats.read_text()) if stats.is_file() else {}}
-        task.done()
+        # Tests done of those collected, per core, with an ETA (the sessions write their counts).
+        tasks = {core: progress_mod.task(progress, f"{core}: ExecuTorch's cortex_m tests") for core in cores}
+        while len(results) < len(sessions):
+            for core, (process, junit, stats, log, started) in sessions.items():
+                if core in results:
+                    continue
+                done, total = session_progress(out_dir / f"{core}.progress")
+                if total:
+                    tasks[core].update(completed=done, total=total)
+                returncode = process.poll()
+                if returncode is not None:
+                    tasks[core].done()
+                    results[core] = {"junit": junit, "log": log, "returncode": returncode,
+                                     "seconds": time.perf_counter() - started,
+                                     "stats": json.loads(stats.read_text()) if stats.is_file() else {}}
+            time.sleep(0.5)
     return results
+
+
+def session_progress(path: Path) -> tuple[int, int]:
+    """(tests done, tests collected) a routed session last wrote; (0, 0) before it collected."""
+    try:
+        done, total = path.read_text().split()
+        return int(done), int(total)
+    except (OSError, ValueError):
+        return 0, 0
+
+
+def count_progress(done: int, total: int) -> None:
+    """In a routed session: write how far it is, for the parent's progress (run_suite)."""
+    path = os.environ.get(PROGRESS_ENV)
+    if not path:
+        return
+    partial = Path(path).with_name(Path(path).name + ".partial")
+    partial.write_text(f"{done} {total}\n")
+    os.replace(partial, path)
 
 
 def verdicts(junit: Path) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
