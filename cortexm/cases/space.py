@@ -258,15 +258,28 @@ def build_sample(op: str, params: Params) -> tuple:
 
 # Regions of a parameter space where a known upstream defect shows: samples there are
 # expected failures (cortexm.cases.defects), so a sweep reports only what is new.
+def _reverse_conv(p: Params) -> bool:
+    """arm_transpose_conv_wrapper_s8 takes the reverse convolution, not arm_transpose_conv_s8 (where
+    the three transposed-conv defects live), for strides <= 2 and more than 16 input channels
+    (REVERSE_TCOL_EFFICIENT_THRESHOLD)."""
+    return max(p["stride"]) <= 2 and p["cin"] > 16
+
+
 KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
     "transpose_conv2d": [
-        (lambda p: p["pad"][0] % p["stride"][0] != 0, "CMSIS_NN_TRANSPOSE_CONV_ROWS"),
-        # The too-small scratch: on the im2col path (not the reverse convolution CMSIS-NN takes
-        # for strides <= 2 and more than 16 input channels), when stride_w > max(kernel_w, stride_h).
-        (lambda p: p["stride"][1] > max(p["k"][1], p["stride"][0])
-         and not (max(p["stride"]) <= 2 and p["cin"] > 16), "CMSIS_NN_TRANSPOSE_CONV_SCRATCH"),
+        (lambda p: p["pad"][0] % p["stride"][0] != 0 and not _reverse_conv(p), "CMSIS_NN_TRANSPOSE_CONV_ROWS"),
+        # The too-small scratch, when stride_w > max(kernel_w, stride_h).
+        (lambda p: p["stride"][1] > max(p["k"][1], p["stride"][0]) and not _reverse_conv(p),
+         "CMSIS_NN_TRANSPOSE_CONV_SCRATCH"),
         (lambda p: p["pad"][0] > p["k"][0] - p["stride"][0] and p["pad"][0] % p["stride"][0] == 0
-         and not (max(p["stride"]) <= 2 and p["cin"] > 16), "CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN"),
+         and not _reverse_conv(p), "CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN"),
+    ],
+    # One channel laid out channels-last (the example input as drawn; crafted data is contiguous)
+    # gets the dim order (0, 2, 1, 3) (ExecuTorch #22520), and the portable clamp of an activation
+    # the multiply cannot fuse refuses it at execute.
+    "mul": [
+        (lambda p: p["c"] == 1 and p.get("act", "none") != "none" and p.get("data", "uniform") == "uniform",
+         "EXECUTORCH_DIM_ORDER_SIZE_ONE"),
     ],
 }
 
