@@ -1,25 +1,28 @@
-"""Mutation benchmark: does the contributor command notice realistic one-line bugs in an
-ExecuTorch tree's backends/cortex_m?
+"""Mutation benchmark: does the contributor command notice realistic one-line bugs?
+In an ExecuTorch tree's backends/cortex_m, and in the CMSIS-NN its kernels call.
 
-    python bench/mutants.py --executorch-src TREE [--cmsis-nn-src P] [-t cortex-m7 -t cortex-m55]
-        [--only SUBSTRING] [--kind cpp|python] [--work DIR] [--json OUT] [--keep-going]
+    python bench/mutants.py --executorch-src TREE [--cmsis-nn-src NN] [-t cortex-m7 -t cortex-m55]
+        [--only SUBSTRING] [--kind cpp|python|cmsis_nn] [--work DIR] [--json OUT] [--keep-going]
+        [--test-args "--grid exhaustive"]
 
-In: an ExecuTorch tree (only read), and the mutants in bench/mutants/{cpp,python}/NN-name.patch:
-each one line changed in backends/cortex_m, as a git diff after header lines
-`# mutant: what the bug is`, `# kind: cpp|python` and, for a change no test can tell
-apart, `# equivalent: why`.
+In: an ExecuTorch tree and, for the cmsis_nn mutants, a CMSIS-NN tree (both only read), and
+the mutants in bench/mutants/{cpp,python,cmsis_nn}/NN-name.patch: each one line changed (in
+backends/cortex_m for cpp and python, in CMSIS-NN's Source/ and Include/ for cmsis_nn), as a
+git diff after header lines `# mutant: what the bug is`, `# kind: cpp|python|cmsis_nn` and, for
+a change no test can tell apart, `# equivalent: why`.
 
-What it does: copies the tree once to WORK (default $XDG_CACHE_HOME/cortexm/mutants/work):
-a git checkout is cloned at its HEAD, borrowing the tree's objects (`git clone --shared`;
+What it does: copies each tree it mutates once: the ExecuTorch tree to WORK (default
+$XDG_CACHE_HOME/cortexm/mutants/work), the CMSIS-NN tree to WORK/../cmsis-nn-work: a git
+checkout is cloned at its HEAD, borrowing the tree's objects (`git clone --shared`;
 uncommitted changes of the tree are not taken, and files whose blobs the object store
 lacks are left out and marked skip-worktree; unlike `git worktree add`, nothing is written
 into the tree's .git); any other folder is copied. It runs
 
-    cortexm test --executorch-src WORK -t CORE... --json REPORT
+    cortexm test --executorch-src WORK [--cmsis-nn-src NN-WORK] -t CORE... [TEST-ARGS] --json REPORT
 
-on the unmutated WORK (the baseline, WORK/../baseline.json), then for each mutant: applies
-it, runs the same command, restores the files it touched, and compares the report with
-the baseline. A mutant is KILLED when a (case, core) result gets worse (PASS or XFAIL
+on the unmutated copies (the baseline, WORK/../baseline.json), then for each mutant: applies
+it to its tree's copy, runs the same command, restores the files it touched, and compares the
+report with the baseline. A mutant is KILLED when a (case, core) result gets worse (PASS or XFAIL
 becomes FAIL, ERROR, XPASS or NOT RUN; or a result that failed already fails with a line
 it did not have), when a cross-core check fails that passed, or when the command ends
 without a report or with a worse exit status. A dialect golden diff alone is not a kill:
@@ -34,8 +37,9 @@ of that file un-excuses the defect's own failure ("excuse withdrawn", shown, not
 --rejudge judges the reports of an earlier run again, without running anything.
 A runner that no longer compiles counts as killed and is reported as "build broken".
 
-Out: one line per mutant (name, KILLED/SURVIVED, the stages that noticed it, seconds),
-the kill rate per kind and overall (mutants marked equivalent left out), and the
+Out: one line per mutant (name, KILLED/SURVIVED, the stages that noticed it, the kinds of
+check, seconds, the first case and core that killed it), the kill rate per kind and overall
+(mutants marked equivalent left out) with what noticed them per kind of check and stage, the
 survivors with their `# equivalent:` reason or "no check noticed it"; --json writes all
 of it. Each run's report and output stay in WORK/../mutant-reports/ (the baseline's in
 WORK/../baseline.json and baseline.log). The runner builds
@@ -50,6 +54,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -59,7 +64,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 MUTANTS = Path(__file__).resolve().parent / "mutants"
-KINDS = ("cpp", "python")
+KINDS = ("cpp", "python", "cmsis_nn")
+TREE_OF = {"cpp": "executorch", "python": "executorch", "cmsis_nn": "cmsis-nn"}  # the tree a kind mutates
 CORES = ("cortex-m7", "cortex-m55")
 GOOD = {"PASS", "XFAIL"}  # results that are not a problem for the contributor
 # A failure the baseline excused by a known defect, unexcused once the mutant changed the
@@ -80,6 +86,10 @@ class Mutant:
     equivalent: str | None
     patch: Path
     files: list[str]  # the paths it changes, relative to the tree
+
+    @property
+    def tree(self) -> str:
+        return TREE_OF[self.kind]
 
     @classmethod
     def load(cls, patch: Path) -> "Mutant":
@@ -185,10 +195,11 @@ def cortexm() -> list[str]:
 
 
 class Runner:
-    """Runs `cortexm test` on WORK with the benchmark's own caches."""
+    """Runs `cortexm test` on the working copies (tree name -> folder) with the benchmark's own caches."""
 
-    def __init__(self, args, work: Path) -> None:
-        self.work, self.root = work, work.parent
+    def __init__(self, args, works: dict[str, Path]) -> None:
+        work = works["executorch"]
+        self.works, self.work, self.root = works, work, work.parent
         self.reports = self.root / "mutant-reports"
         self.reports.mkdir(parents=True, exist_ok=True)
         cache = self.root / "mutant-cache"
@@ -198,8 +209,9 @@ class Runner:
         self.env.pop("CORTEXM_LOWERING_TREE", None)  # the lowering source is --executorch-src, nothing inherited
         command = args.cortexm.split() if args.cortexm else cortexm()
         self.command = command + ["test", "--executorch-src", str(work)] + [a for c in args.target for a in ("-t", c)]
-        if args.cmsis_nn_src:
-            self.command += ["--cmsis-nn-src", args.cmsis_nn_src]
+        if "cmsis-nn" in works or args.cmsis_nn_src:
+            self.command += ["--cmsis-nn-src", str(works.get("cmsis-nn", args.cmsis_nn_src))]
+        self.command += shlex.split(args.test_args or "")
         self.kept: set[Path] = set()
 
     def run(self, report: Path) -> tuple[int, dict | None]:
@@ -231,11 +243,16 @@ class Runner:
 
 # --- judging -----------------------------------------------------------------------------
 
-def judge(base: dict, mutated: dict, work: Path) -> list[list[str]]:
-    """[stage, case, core, line] of everything that is worse than in the baseline."""
-    def norm(failure) -> tuple[str, str]:  # cache keys and the copy's path are not what failed
+def judge(base: dict, mutated: dict, work: Path | list[Path]) -> list[list[str]]:
+    """[stage, case, core, line] of everything that is worse than in the baseline (`work`: the
+    working copies, whose paths are not what failed)."""
+    works = [work] if isinstance(work, Path) else list(work)
+
+    def norm(failure) -> tuple[str, str]:  # cache keys and the copies' paths are not what failed
         stage, line = failure
-        return stage, re.sub(r"[0-9a-f]{12,}", "<hex>", line.replace(str(work), "<work>"))
+        for w in works:
+            line = line.replace(str(w), "<work>")
+        return stage, re.sub(r"[0-9a-f]{12,}", "<hex>", line)
 
     before = {(r["case"], r["core"]): r for r in base["results"]}
     worse = []
@@ -281,7 +298,7 @@ def outcome_of(mutant: Mutant, rc: int, report: dict | None, base_rc: int, base:
     if report is None:
         worse = [["command", "-", "-", runner.last_line(report_path)]]
     else:
-        worse = judge(base, report, runner.work)
+        worse = judge(base, report, list(runner.works.values()))
         if not worse and rc > base_rc:
             worse = [["exit status", "-", "-", f"exit {rc}, baseline {base_rc}"]]
     return _judged(out, worse, count_golden)
@@ -307,7 +324,14 @@ def _judged(out: Outcome, worse: list[list[str]], count_golden: bool = False) ->
 
 def one_line(o: Outcome) -> str:
     by = "build broken" if o.build_broken else ", ".join(o.stages)
-    return f"{o.name:<48} {o.verdict:<11} {by:<34} {'/'.join(o.checks) or '-':<26} {o.seconds:5.0f} s"
+    line = f"{o.name:<48} {o.verdict:<11} {by:<34} {'/'.join(o.checks) or '-':<26} {o.seconds:5.0f} s"
+    return line + (f"  {killer(o)}" if o.verdict == "KILLED" else "")
+
+
+def killer(o: Outcome) -> str:
+    """The first case and core that noticed a killed mutant, and at which stage."""
+    stage, case, core, _ = next((w for w in o.evidence if w[0] not in (WITHDRAWN, GOLDEN)), o.evidence[0])
+    return f"{case} {core} ({stage})"
 
 
 def summary(outcomes: list[Outcome]) -> dict:
@@ -319,8 +343,9 @@ def summary(outcomes: list[Outcome]) -> dict:
         rates[kind] = {"killed": len(killed), "of": len(scored), "build_broken": sum(o.build_broken for o in killed),
                        "equivalent": len(rows) - len(scored),
                        "rate": round(len(killed) / len(scored), 3) if scored else None,
-                       # Of the scored mutants, how many each kind of check noticed on its own.
-                       "by_check": {check: sum(check in o.checks for o in scored) for check in (*CHECKS, "other")}}
+                       # Of the scored mutants, how many each kind of check and each stage noticed.
+                       "by_check": {check: sum(check in o.checks for o in scored) for check in (*CHECKS, "other")},
+                       "by_stage": dict(Counter(s for o in scored for s in o.stages if s != WITHDRAWN))}
     return rates
 
 
@@ -332,7 +357,8 @@ def print_summary(outcomes: list[Outcome]) -> dict:
             pct = f"{100 * r['rate']:.0f} %" if r["rate"] is not None else "-"
             print(f"  {kind:<8} {r['killed']:>3} of {r['of']:<3} killed  {pct:>5}   "
                   f"({r['build_broken']} build broken, {r['equivalent']} equivalent); noticed by "
-                  + ", ".join(f"{check} {n}" for check, n in r["by_check"].items()))
+                  + ", ".join(f"{check} {n}" for check, n in r["by_check"].items())
+                  + "; by stage: " + (", ".join(f"{stage} {n}" for stage, n in r["by_stage"].items()) or "-"))
     survivors = [o for o in outcomes if o.verdict == "SURVIVED"]
     if survivors:
         print("survivors:")
@@ -350,6 +376,27 @@ def print_summary(outcomes: list[Outcome]) -> dict:
 
 
 # --- main --------------------------------------------------------------------------------
+
+def prepare_works(args, mutants: list[Mutant], work: Path) -> dict[str, Path]:
+    """tree name -> its working copy, made (or reused) for every tree a selected mutant mutates;
+    the ExecuTorch copy always (the runner is built from it)."""
+    trees = {"executorch": args.executorch_src.resolve()}
+    works = {"executorch": work}
+    if any(m.tree == "cmsis-nn" for m in mutants):
+        if not args.cmsis_nn_src:
+            sys.exit("bench: the cmsis_nn mutants need --cmsis-nn-src TREE (the CMSIS-NN to mutate)")
+        trees["cmsis-nn"] = Path(args.cmsis_nn_src).resolve()
+        works["cmsis-nn"] = work.parent / "cmsis-nn-work"
+        if not (trees["cmsis-nn"] / "Source").is_dir() or not (trees["cmsis-nn"] / "Include").is_dir():
+            sys.exit(f"bench: {trees['cmsis-nn']} is not a CMSIS-NN tree (no Source/ and Include/)")
+    for name, tree in trees.items():
+        copy = works[name]
+        if copy == tree or tree in copy.parents:
+            sys.exit(f"bench: the working copy {copy} must be outside the tree {tree}")
+        if name in {m.tree for m in mutants} or name == "executorch":
+            print(f"working copy {copy}: {prepare_work(tree, copy)}", flush=True)
+    return works
+
 
 def default_work() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cortexm" / "mutants" / "work"
@@ -370,7 +417,7 @@ def rejudge(mutants: list[Mutant], work: Path, json_path: Path | None, count_gol
         if not path.is_file():
             continue
         out = Outcome(mutant.name, mutant.kind, mutant.what, mutant.equivalent, "SURVIVED", report=str(path))
-        out = _judged(out, judge(base, json.loads(path.read_text()), work), count_golden)
+        out = _judged(out, judge(base, json.loads(path.read_text()), [work, work.parent / "cmsis-nn-work"]), count_golden)
         outcomes.append(out)
         print(one_line(out), flush=True)
     rates = print_summary(outcomes)
@@ -381,7 +428,8 @@ def rejudge(mutants: list[Mutant], work: Path, json_path: Path | None, count_gol
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executorch-src", required=True, type=Path, help="the ExecuTorch tree to mutate (only read)")
-    parser.add_argument("--cmsis-nn-src", help="CMSIS-NN tree for the runner build (default: as cortexm finds it)")
+    parser.add_argument("--cmsis-nn-src", help="CMSIS-NN tree for the runner build (default: as cortexm finds it); "
+                                               "the cmsis_nn mutants mutate a copy of it")
     parser.add_argument("-t", "--target", action="append", help="core (repeatable; default cortex-m7 and cortex-m55)")
     parser.add_argument("--only", help="only mutants whose name (e.g. cpp/01-conv2d-...) contains this")
     parser.add_argument("--kind", choices=KINDS)
@@ -392,6 +440,7 @@ def main() -> None:
                         help="count a dialect golden diff alone as a kill (a contributor regenerates them)")
     parser.add_argument("--cortexm", help="the cortexm command to judge, e.g. 'python -m cortexm' run from another "
                                           "checkout (default: the one installed)")
+    parser.add_argument("--test-args", help="more arguments for cortexm test, e.g. '--grid exhaustive'")
     parser.add_argument("--rejudge", action="store_true",
                         help="run nothing: judge the reports an earlier run left in WORK/../mutant-reports again")
     args = parser.parse_args()
@@ -399,8 +448,6 @@ def main() -> None:
     tree, work = args.executorch_src.resolve(), (args.work or default_work()).resolve()
     if not (tree / "backends" / "cortex_m").is_dir():
         sys.exit(f"bench: {tree} has no backends/cortex_m")
-    if work == tree or tree in work.parents:
-        sys.exit(f"bench: the working copy {work} must be outside the tree")
     mutants = select(args.only, args.kind)
     if not mutants:
         sys.exit(f"bench: no mutant in {MUTANTS} matches")
@@ -408,8 +455,8 @@ def main() -> None:
     if args.rejudge:
         rejudge(mutants, work, args.json, args.count_golden_diffs)
         return
-    print(f"working copy {work}: {prepare_work(tree, work)}", flush=True)
-    runner = Runner(args, work)
+    works = prepare_works(args, mutants, work)
+    runner = Runner(args, works)
     print(f"command: {' '.join(runner.command)} --json REPORT", flush=True)
     started = time.perf_counter()
     base_path = work.parent / "baseline.json"
@@ -429,10 +476,10 @@ def main() -> None:
     for mutant in mutants:
         t = time.perf_counter()
         report_path = runner.reports / f"{mutant.name.replace('/', '-')}.json"
-        saved = apply(mutant, work)
+        saved = apply(mutant, works[mutant.tree])
         if isinstance(saved, str):
             if not args.keep_going:
-                sys.exit(f"bench: {mutant.name} does not apply to {tree}: {saved} "
+                sys.exit(f"bench: {mutant.name} does not apply to its {mutant.tree} tree: {saved} "
                          "(--keep-going records it and goes on)")
             outcome = Outcome(mutant.name, mutant.kind, mutant.what, mutant.equivalent, "NOT APPLIED",
                               evidence=[["apply", "-", "-", saved]])
@@ -440,7 +487,7 @@ def main() -> None:
             try:
                 rc, report = runner.run(report_path)
             finally:
-                revert(saved, work)
+                revert(saved, works[mutant.tree])
                 runner.prune()
             outcome = outcome_of(mutant, rc, report, base_rc, base, runner, report_path, args.count_golden_diffs)
         outcome.seconds = round(time.perf_counter() - t, 1)
@@ -450,7 +497,8 @@ def main() -> None:
     rates = print_summary(outcomes)
     if args.json:
         args.json.write_text(json.dumps({
-            "tree": str(tree), "work": str(work), "cores": args.target, "command": runner.command,
+            "tree": str(tree), "work": {name: str(w) for name, w in works.items()}, "cores": args.target,
+            "command": runner.command,
             "baseline": {"exit": base_rc, "report": str(base_path)},
             "mutants": [asdict(o) for o in outcomes], "kill_rate": rates,
             "seconds": round(time.perf_counter() - started, 1)}, indent=1))

@@ -1,10 +1,12 @@
-"""bench/mutants.py's verdict rules: what counts as a kill."""
+"""bench/mutants.py: its verdict rules (what counts as a kill) and its mutants."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
+
+import pytest
 
 _spec = importlib.util.spec_from_file_location("bench_mutants", Path(__file__).parent.parent / "bench" / "mutants.py")
 mutants = importlib.util.module_from_spec(_spec)
@@ -53,3 +55,26 @@ def test_a_golden_diff_alone_is_no_kill():
                               mutants.judge({"results": [_row("PASS")]}, {"results": [_row("FAIL", [golden])]},
                                             Path("/work")), count_golden=True)
     assert counted.verdict == "KILLED"
+
+
+def test_every_cmsis_nn_mutant_is_one_line_of_the_cmsis_nn_tree():
+    """Each CMSIS-NN mutant changes one line of CMSIS-NN's Source/ or Include/, and applies to
+    the CMSIS-NN tree cortexm uses (checked with `git apply --check`, which writes nothing)."""
+    import subprocess
+
+    from cortexm import sources
+
+    selected = mutants.select(None, "cmsis_nn")
+    assert len(selected) >= 15
+    for m in selected:
+        text = m.patch.read_text()
+        removed = [l for l in text.splitlines() if l.startswith("-") and not l.startswith("---")]
+        added = [l for l in text.splitlines() if l.startswith("+") and not l.startswith("+++")]
+        assert m.tree == "cmsis-nn" and m.what and len(removed) == 1 and len(added) <= 1, m.name
+        assert all(f.startswith(("Source/", "Include/")) for f in m.files), m.name
+    tree = sources.locate(sources.CMSIS_NN).path
+    if tree is None:
+        pytest.skip(sources.missing_message(sources.CMSIS_NN))
+    for m in selected:
+        done = subprocess.run(["git", "apply", "--check", str(m.patch)], cwd=tree, capture_output=True, text=True)
+        assert done.returncode == 0, f"{m.name}: {done.stderr.strip()}"
