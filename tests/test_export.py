@@ -84,3 +84,17 @@ def test_list_prints_case_names():
     result = run_cli("export", "--list")
     assert result.returncode == 0
     assert result.stdout.split() == [c.name for c in all_cases()]
+
+
+def test_solved_data_is_placed_once_for_every_core(exported):
+    """Data solved from the program (cortexm.cases.solve) is placed from one lowering, so
+    every core gets the same inputs; the sidecar says which call it was solved for and how
+    many targets the inputs meet."""
+    sidecars, inputs = [], []
+    for core in ("cortex-m7", "cortex-m55"):
+        pte = exported("conv2d_midpoints", core)
+        sidecars.append(json.loads(pte.with_suffix(".json").read_text()))
+        inputs.append((pte.parent / sidecars[-1]["inputs"][0]["file"]).read_bytes())
+    placed = sidecars[0]["data_targets"]
+    assert placed["call"].endswith("cortex_m::quantized_conv2d") and placed["met"] > 0
+    assert placed == sidecars[1]["data_targets"] and inputs[0] == inputs[1]

@@ -13,17 +13,30 @@ would get wrong:
             (they must saturate to quant_min / quant_max)
   ramp      every integer q from quant_min to quant_max in turn (every LUT entry, the
             activation bounds themselves)
+  extremes  windows entirely at quant_min and entirely at quant_max: with a batch of two or
+            more, whole images alternately at each; else the top rows at quant_min and the
+            bottom ones at quant_max (rows alternately for 2-D and 3-D inputs)
+  square    for a two-input operator, every pair of int8 values once: input 0 holds
+            q_min + i // 256 and input 1 q_min + i % 256 at element i (the full 256 x 256
+            square in 65,536 elements)
+  bounds, midpoints
+            solved from the lowered program (cortexm.cases.solve, placed by
+            cortexm.lowering.export): the first conv, depthwise conv or linear call's outputs
+            at each activation bound in every channel, or its requantize exactly on rounding
+            half steps; here, until then, random values exactly on the grid
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-KINDS = ("uniform", "steps", "saturate", "ramp")
+KINDS = ("uniform", "steps", "saturate", "ramp", "extremes", "square", "bounds", "midpoints")
+SOLVED = ("bounds", "midpoints")  # placed from the lowered program (cortexm.cases.solve)
 
 
-def craft(kind: str, template, scale: float, zero_point: int, qmin: int, qmax: int, seed: int):
-    """Inputs of `kind` with the shape, dtype and memory format of `template` (a float tensor)."""
+def craft(kind: str, template, scale: float, zero_point: int, qmin: int, qmax: int, seed: int, index: int = 0):
+    """Inputs of `kind` with the shape, dtype and memory format of `template` (a float tensor);
+    `index`: which of the model's inputs it is."""
     import torch
 
     if kind not in KINDS:
@@ -36,6 +49,14 @@ def craft(kind: str, template, scale: float, zero_point: int, qmin: int, qmax: i
     if kind == "ramp":
         q = qmin + np.arange(n) % (qmax - qmin + 1)
         values = _on_grid(q, zero_point, inv)
+    elif kind == "square":
+        span = qmax - qmin + 1
+        i = np.arange(n) % (span * span)
+        values = _on_grid(qmin + (i // span if index == 0 else i % span), zero_point, inv)
+    elif kind == "extremes":
+        values = _on_grid(_extremes(tuple(template.shape), qmin, qmax).reshape(-1), zero_point, inv)
+    elif kind in SOLVED:
+        values = _on_grid(rng.integers(qmin, qmax + 1, n), zero_point, inv)
     else:
         q = rng.integers(qmin, qmax + 1, n)
         values = _on_grid(q, zero_point, inv)
@@ -53,6 +74,26 @@ def craft(kind: str, template, scale: float, zero_point: int, qmin: int, qmax: i
     if template.dim() == 4 and template.is_contiguous(memory_format=torch.channels_last):
         out = out.contiguous(memory_format=torch.channels_last)
     return out.to(template.dtype)
+
+
+def _extremes(shape: tuple[int, ...], qmin: int, qmax: int) -> np.ndarray:
+    """quant_min or quant_max per element, in blocks a window can lie entirely inside."""
+    index = np.indices(shape)
+    if len(shape) == 4 and shape[0] >= 2:
+        low = index[0] % 2 == 0  # whole images
+    elif len(shape) == 4:
+        low = index[2] < (shape[2] + 1) // 2  # top rows
+    elif len(shape) >= 2 and shape[-2] >= 2:
+        low = index[-2] % 2 == 0  # rows
+    else:
+        low = index[-1] < (shape[-1] + 1) // 2
+    return np.where(low, qmin, qmax)
+
+
+def on_grid(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """float32 inputs that the runtime's quantize (x * (1/scale) in float32) maps to the
+    integers q exactly."""
+    return _on_grid(np.asarray(q, np.int64), zero_point, np.float32(1.0) / np.float32(scale)).astype(np.float32)
 
 
 def _on_grid(q: np.ndarray, zero_point: int, inv: np.float32) -> np.ndarray:

@@ -321,3 +321,65 @@ def _():
 @register("transpose", "transpose of the last two dimensions")
 def _():
     return Apply(lambda m, x: x.transpose(1, 2)).eval(), (vector(2, 6, 5),)
+
+
+# --- boundary data (cortexm.cases.data): outputs at the activation bounds in every channel,
+# requantize exactly on rounding half steps, windows entirely at the minimum and maximum,
+# every pair of int8 values --------------------------------------------------------------
+
+@register("conv2d_bounds", "convolution 5->6, 3x2 kernel, stride (1, 2), padding 1, ReLU6: every channel's output "
+          "driven to both activation bounds and beyond", data="bounds")
+def _():
+    return layer(nn.Sequential(nn.Conv2d(5, 6, (3, 2), (1, 2), 1), nn.ReLU6()), image(5, 6, 7))
+
+
+@register("conv2d_midpoints", "convolution 3->5, 3x3, padding 1: requantize on rounding half steps (+0.5, -0.5 "
+          "and further out) in every channel", data="midpoints")
+def _():
+    return layer(nn.Conv2d(3, 5, 3, padding=1), image(3, 7, 6))
+
+
+@register("depthwise_conv2d_midpoints", "3x3 depthwise, 7 channels, padding 1 (CMSIS-NN's 3x3 path on DSP): "
+          "requantize on rounding half steps in every channel", data="midpoints")
+def _():
+    return layer(nn.Conv2d(7, 7, 3, padding=1, groups=7), image(7, 6, 5))
+
+
+@register("depthwise_conv2d_dilated_bounds", "depthwise with multiplier 2, 3x3, dilation (2, 1), padding (1, 2), "
+          "ReLU6 (the generic path): every channel at both activation bounds", data="bounds")
+def _():
+    return layer(nn.Sequential(nn.Conv2d(3, 6, 3, padding=(1, 2), dilation=(2, 1), groups=3), nn.ReLU6()),
+                 image(3, 6, 7))
+
+
+@register("linear_bounds", "fully connected 17->5, ReLU6, batch 3: outputs at both activation bounds", data="bounds")
+def _():
+    return layer(nn.Sequential(nn.Linear(17, 5), nn.ReLU6()), vector(3, 17))
+
+
+@register("linear_midpoints", "fully connected 13->7, batch 4: requantize on rounding half steps", data="midpoints")
+def _():
+    return layer(nn.Linear(13, 7), vector(4, 13))
+
+
+@register("avg_pool2d_extremes", "2x2 average pool, stride 1, 5 channels, batch 2: windows entirely at the minimum "
+          "and at the maximum", data="extremes")
+def _():
+    return layer(nn.AvgPool2d(2, 1), image(5, 4, 5, n=2))
+
+
+@register("max_pool2d_extremes", "3x2 max pool, stride (1, 2), padding 1, 6 channels: windows entirely at the "
+          "minimum and at the maximum", data="extremes")
+def _():
+    return layer(nn.MaxPool2d((3, 2), (1, 2), 1), image(6, 6, 5))
+
+
+def _square(fn):
+    """Two [256, 256] activations holding every pair of int8 values once (data "square")."""
+    return Apply(lambda m, a, b: fn(a, b)).eval(), (vector(256, 256), vector(256, 256))
+
+
+for _name, _fn, _what in (("add", torch.add, "add"), ("mul", torch.mul, "multiply"),
+                          ("minimum", torch.minimum, "minimum"), ("maximum", torch.maximum, "maximum")):
+    register(f"{_name}_square", f"{_what} of every pair of int8 values (the 256 x 256 square, contiguous)",
+             data="square")(lambda fn=_fn: _square(fn))

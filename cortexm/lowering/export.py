@@ -250,6 +250,7 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
 
     quantized = source if isinstance(source, Quantized) else quantize(source, layout)
     bundle = quantized.bundle
+    place_solved(quantized, edge)
     lowered = lower(quantized, core, edge=edge)
     program = lowered.edge.exported_program()
     text = dialect.render(program, _title(bundle, core))
@@ -292,6 +293,7 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         "layout": layout,
         "qtol": bundle.qtol,
         "data": bundle.data,
+        "data_targets": bundle.placed,
         "reference": reference_kind,
         # ExecuTorch's own Python reference (operators.py) against the integer one, call by call:
         # findings about the former (cortexm.oracle.upstream); None where it was not compared.
@@ -384,8 +386,59 @@ def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:
             raise CortexmError(f"{bundle.name}: input {k} is not quantized, so data={bundle.data!r} cannot place it")
         scale, zero_point, qmin, qmax = (quant.args[1], quant.args[2], quant.args[3], quant.args[4])
         crafted.append(data.craft(bundle.data, tensor, float(scale), int(zero_point), int(qmin), int(qmax),
-                                  seed=zlib.crc32(f"{bundle.name}:{k}".encode())))
+                                  seed=zlib.crc32(f"{bundle.name}:{k}".encode()), index=k))
     return tuple(crafted)
+
+
+# The core whose lowering the solved data is placed from: the DSP variant's arguments, the
+# same whichever cores the case is then lowered for (cortexm.cases.solve).
+PLACING_CORE = "cortex-m7"
+
+
+def place_solved(quantized: Quantized, edge=None) -> None:
+    """For data solved from the program (cortexm.cases.data.SOLVED), the example inputs placed
+    for the first conv, depthwise conv or linear call that reads a program input straight
+    from its quantize (cortexm.cases.solve), once per quantized model; `bundle.placed` says
+    what was met. Other programs keep the crafted inputs, and say why."""
+    import torch
+
+    from cortexm.base import targets
+    from cortexm.cases import data, solve
+    from cortexm.lowering.reference import evaluate
+    from cortexm.oracle.backends import kernels_for
+    from cortexm.pte import parse
+
+    bundle = quantized.bundle
+    if bundle.data not in data.SOLVED or bundle.placed is not None:
+        return
+    lowered = lower(quantized, targets.core(PLACING_CORE), quantized.layout, edge=edge)
+    with _stage(bundle, None, f"placing {bundle.data} data"):
+        pte = lowered.edge.to_executorch().buffer
+    plan = parse(pte).plan()
+    calls = plan.kernel_calls()
+    kernels = kernels_for(targets.core(PLACING_CORE).backend)
+    observed = [n for n, op, _ in calls if op.name in kernels]
+    seen: dict[int, tuple] = {}
+    evaluate(pte, [t.detach().numpy() for t in bundle.example_inputs], kernels=kernels,
+             observe=lambda name, args, out, result: seen.setdefault(observed[len(seen)], (name, args, out)))
+    bundle.placed = {"call": None, "why": "no conv, depthwise conv or linear reads a program input from its quantize"}
+    for k, index in enumerate(plan.inputs):
+        quantize = next(((n, call) for n, op, call in calls if op.name == "cortex_m::quantize_per_tensor"
+                         and call.args[0] == index), None)
+        target = quantize and next((n for n, op, call in calls if op.name in solve.SOLVABLE
+                                    and call.args[0] == quantize[1].args[-1]), None)
+        if target is None:
+            continue
+        name, args, out = seen[target]
+        q, met = solve.solve(bundle.data, name, args, out, seed=zlib.crc32(f"{bundle.name}:{k}".encode()))
+        scale, zero_point = seen[quantize[0]][1]["scale"], seen[quantize[0]][1]["zero_point"]
+        old = bundle.example_inputs[k]
+        new = torch.from_numpy(data.on_grid(q.astype(np.int64), float(scale), int(zero_point))).to(old.dtype)
+        if old.dim() == 4 and old.is_contiguous(memory_format=torch.channels_last):
+            new = new.contiguous(memory_format=torch.channels_last)
+        bundle.example_inputs = tuple(new if j == k else t for j, t in enumerate(bundle.example_inputs))
+        bundle.placed = {"input": k, "call": f"{plan.where(target)} {name}", **met}
+        return
 
 
 def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered,

@@ -33,6 +33,9 @@ class ModelBundle:
     source: dict  # recorded in the sidecar: {"case": name} or {"file": ..., "factory": ...}
     notes: str = ""
     data: str = "uniform"  # how example inputs are placed once quantized (cortexm.cases.data)
+    # For data solved from the lowered program (cortexm.cases.solve): which call, and how many
+    # of its targets the inputs meet; None until placed.
+    placed: dict | None = None
 
 
 def name_of(spec: str) -> str:
