@@ -16,19 +16,28 @@ from cortexm.cases import registry
 from cortexm.cases.registry import Case, register  # noqa: F401  (the face: user case files use these)
 from cortexm.base.errors import CortexmError
 
-GRID_LEVELS = {"none": (), "default": ("default",), "full": ("default", "full")}
+GRID_LEVELS = {"none": (), "default": ("default",), "full": ("default", "full"), "exhaustive": ("default", "exhaustive")}
 
 
 def all_cases(grid: str = "full") -> list[Case]:
     """Every registered case, with the grid cases of `grid` ("none", "default": what `cortexm
-    test` runs, "full")."""
+    test` runs, "full", "exhaustive": the default grid and the packed programs of the
+    exhaustive scope, cortexm.cases.exhaustive)."""
     _load()
+    if grid == "exhaustive":
+        from cortexm.cases import exhaustive
+
+        exhaustive.register_all()
     levels = GRID_LEVELS[grid]
     return [c for c in registry.REGISTRY.values() if c.grid is None or c.grid[1] in levels]
 
 
 def get(name: str) -> Case:
     _load()
+    if name.startswith("exh_") and name not in registry.REGISTRY:  # an exhaustive case, in an export worker
+        from cortexm.cases import exhaustive
+
+        exhaustive.register_all()
     try:
         return registry.REGISTRY[name]
     except KeyError:

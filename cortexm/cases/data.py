@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+CALIBRATION_SAMPLES = 8  # per model: the example inputs and this many less one drawn `like` them
+
 KINDS = ("uniform", "steps", "saturate", "ramp", "extremes", "square", "bounds", "midpoints")
 SOLVED = ("bounds", "midpoints")  # placed from the lowered program (cortexm.cases.solve)
 
@@ -120,3 +122,16 @@ def _solve(target: np.ndarray, inv: np.float32) -> np.ndarray:
             better = err < best_err
             best[better], best_err[better] = y[better], err[better]
     return best
+
+
+def like(t):
+    """A calibration sample: a random tensor with t's shape, layout and value range."""
+    import torch
+
+    lo, hi = float(t.min()), float(t.max())
+    if hi <= lo:
+        lo, hi = -1.0, 1.0
+    sample = torch.rand(t.shape) * (hi - lo) + lo
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous():
+        sample = sample.to(memory_format=torch.channels_last)
+    return sample.to(t.dtype)

@@ -33,6 +33,18 @@ class Apply(nn.Module):
         return self.fn(self, *xs)
 
 
+class Pack(nn.Module):
+    """Independent cases in one module (cortexm.cases.exhaustive): branch j reads inputs
+    j * arity to (j + 1) * arity and gives output j."""
+
+    def __init__(self, branches: nn.ModuleList, arity: int) -> None:
+        super().__init__()
+        self.branches, self.arity = branches, arity
+
+    def forward(self, *xs):
+        return tuple(b(*xs[j * self.arity:(j + 1) * self.arity]) for j, b in enumerate(self.branches))
+
+
 def layer(module: nn.Module, x: torch.Tensor) -> tuple:
     return module.eval(), (x,)
 

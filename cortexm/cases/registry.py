@@ -34,8 +34,19 @@ class Case:
     cross_core: str = ""
     # Where example inputs are placed once quantized (cortexm.cases.data.KINDS).
     data: str = "uniform"
-    # For a grid case (cortexm.cases.grid): (operator, level "default" or "full", grid point).
+    # For a grid case (cortexm.cases.grid): (operator, level "default" or "full", grid point);
+    # for an exhaustive one (cortexm.cases.exhaustive): level "exhaustive" or "exhaustive-part".
     grid: tuple | None = None
+    # A packed program: the cases it holds, in branch order, and how many inputs each takes
+    # (cortexm.testing.packs judges each on its own output).
+    parts: tuple[str, ...] = ()
+    part_inputs: int = 1
+
+    @property
+    def input_keys(self) -> tuple[str, ...]:
+        """Per example input, what seeds its placed data: the case (or, packed, the part) and
+        the input's index in it, so a packed case gets the data it gets alone."""
+        return tuple(f"{part}:{i}" for part in self.parts for i in range(self.part_inputs))
 
     @property
     def seed(self) -> int:
@@ -57,7 +68,7 @@ REGISTRY: dict[str, Case] = {}
 
 def register(name: str, doc: str, qtol: int = 0, notes: str = "",
              known_failures: dict[str, str] | tuple[KnownDefect, ...] = (), cross_core: str = "",
-             data: str = "uniform", grid: tuple | None = None):
+             data: str = "uniform", grid: tuple | None = None, parts: tuple[str, ...] = (), part_inputs: int = 1):
     """Decorator: register `fn` (returning (module, inputs)) as a case.
 
     known_failures: KnownDefects, or for a user's own notes {core or "*": reason}.
@@ -71,7 +82,8 @@ def register(name: str, doc: str, qtol: int = 0, notes: str = "",
     def wrap(fn: Callable[[], tuple]) -> Callable[[], tuple]:
         if name in REGISTRY:
             raise ValueError(f"duplicate case {name}")
-        REGISTRY[name] = Case(name, doc, fn, qtol, notes, tuple(known_failures), cross_core=cross_core, data=data, grid=grid)
+        REGISTRY[name] = Case(name, doc, fn, qtol, notes, tuple(known_failures), cross_core=cross_core, data=data, grid=grid,
+                              parts=tuple(parts), part_inputs=part_inputs)
         return fn
 
     return wrap

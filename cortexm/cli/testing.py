@@ -73,8 +73,12 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @click.option("--pte", "ptes", multiple=True, type=click.Path(dir_okay=False),
               help="A program exported elsewhere, with its sidecar (repeatable); checked and run on each core as it is.")
 @click.option("--sim", type=click.Choice(["qemu", "fvp", "none"]), default="qemu", show_default=True)
-@click.option("--grid", type=click.Choice(["none", "default", "full"]), default="default", show_default=True,
-              help="Grid cases: none; default (every parameter class of each operator once); full (every pair of classes).")
+@click.option("--grid", type=click.Choice(["none", "default", "full", "exhaustive"]), default="default", show_default=True,
+              help="Grid cases: none; default (every parameter class of each operator once); full (every pair of classes); "
+                   "exhaustive (the default grid, and every combination within a small scope, packed several to a program).")
+@click.option("--scope", "scope", multiple=True, metavar="KEY=VALUES",
+              help="With --grid exhaustive: a dimension's values in every scope that has it, e.g. spatial=1..6, "
+                   "channels=1..17, data=bounds (repeatable).")
 @click.option("--goldens", type=click.Path(file_okay=False), help="Dialect goldens folder (default: the checkout's tests/goldens).")
 @click.option("--library", "library_path", help="Kernel library to verify against (default: the runner's own registration).")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report here.")
@@ -94,7 +98,7 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @lowering_option
 @cases_timeout_option
 @shard_option
-def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, library_path, junit, json_path, jobs,
+def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, goldens, library_path, junit, json_path, jobs,
              executorch_src, cmsis_nn_src, offline, coverage_dir, baseline, max_slowdown, per_mac, lowering, timeout,
              shard) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
@@ -111,6 +115,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
                                         "choose another --coverage folder") if coverage_dir else None
     for pte in ptes:
         _given_name(Path(pte))
+    chosen = _exhaustive_scope(grid, scope)
     names = list(targets) or list(DEFAULT_TEST_CORES)
     if all_cores:
         names += [c for c in EXTRA_CORES if c not in names]
@@ -153,13 +158,52 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, goldens, 
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
             "shard": shards.label(shard), "run": _run_identity(options, sim),
             "lowering": backend_source.describe(), "runners": sizes,
-            "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()}}
+            "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()},
+            "programs": options.programs, "boots": {core: getattr(s, "boots", 0) for core, s in options.simulators.items()}}
+    if chosen is not None:
+        meta["exhaustive"] = _print_exhaustive(results, chosen, options)
     outputs.write(reports["--junit"], app.to_junit(results, checks))
     outputs.write(reports["--json"], app.to_json(results, checks, meta))
     # A simulation that was asked for and did not happen fails the run (--sim none asks for none).
     unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
     failed = any(r.failed for r in results) or any(c.failed for c in checks) or any(c.failed for c in changes)
     return EXIT_PROBLEMS if failed or unsimulated else 0
+
+
+def _exhaustive_scope(grid: str, scope: tuple[str, ...]) -> dict | None:
+    """--scope's values (None without --grid exhaustive), handed to the export workers."""
+    from cortexm.cases import exhaustive
+
+    if scope and grid != "exhaustive":
+        raise CortexmError("--scope applies to --grid exhaustive")
+    if grid != "exhaustive":
+        return None
+    chosen = exhaustive.parse_scope(scope)
+    os.environ[exhaustive.SCOPE_ENV] = ";".join(scope)
+    return chosen
+
+
+def _print_exhaustive(results, chosen: dict, options) -> dict:
+    """The exhaustive scope's coverage (combinations, pruned, cases, simulated) per operator
+    and scope, and cases, programs and simulator boots per core."""
+    from cortexm.cases import exhaustive
+    from cortexm.report import table
+
+    simulated = {r.case for r in results if r.sim == "ok"}
+    rows = exhaustive.coverage(chosen, simulated)
+    table(["operator", "scope", "combinations", "refused by PyTorch", "in a defect's region (alone)", "cases", "simulated"],
+          [[r["operator"], r["scope"], r["combinations"], r["refused by PyTorch"], r["in a known defect's region"],
+            r["cases"], r["simulated"]] for r in rows],
+          title="exhaustive scope" + (f" ({'; '.join(f'{k}={v}' for k, v in chosen.items())})" if chosen else " (default)"))
+    per_core = {}
+    for core in dict.fromkeys(r.core for r in results):
+        mine = [r for r in results if r.core == core and r.exhaustive]
+        per_core[core] = {"cases": len(mine), "passed": sum(r.status == "PASS" for r in mine),
+                          "programs": options.programs.get(core, 0),
+                          "boots": getattr(options.simulators.get(core), "boots", 0)}
+    table(["core", "exhaustive cases", "passed", "programs simulated (all cases)", "simulator boots (all cases)"],
+          [[core, c["cases"], c["passed"], c["programs"], c["boots"]] for core, c in per_core.items()])
+    return {"scope": chosen, "coverage": rows, "per_core": per_core}
 
 
 def _given_name(pte: Path) -> None:

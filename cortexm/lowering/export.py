@@ -148,7 +148,8 @@ def save_quantized(quantized: Quantized, folder: Path) -> None:
     torch.save(tuple(quantized.bundle.example_inputs), Path(folder) / "inputs.pt")
     b = quantized.bundle
     (Path(folder) / "bundle.json").write_text(json.dumps({"name": b.name, "qtol": b.qtol, "source": b.source,
-                                                          "notes": b.notes, "data": b.data, "layout": quantized.layout}))
+                                                          "notes": b.notes, "data": b.data, "layout": quantized.layout,
+                                                          "input_keys": list(b.input_keys)}))
 
 
 def load_quantized(folder: Path) -> Quantized:
@@ -165,7 +166,7 @@ def load_quantized(folder: Path) -> Quantized:
     floating = torch.export.load(str(folder / "float.pt2"))
     inputs = tuple(torch.load(folder / "inputs.pt", weights_only=True))
     bundle = ModelBundle(meta["name"], floating.module(), inputs, [], meta["qtol"], meta["source"], meta["notes"],
-                         meta["data"])
+                         meta["data"], input_keys=tuple(meta.get("input_keys", ())))
     models = {kind: (folder / f"{kind}.pt2").read_bytes() for kind in MODEL_KINDS}
     return Quantized(bundle, program, program.module(), floating.module(), models, meta["layout"])
 
@@ -385,8 +386,9 @@ def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:
         if quant is None:
             raise CortexmError(f"{bundle.name}: input {k} is not quantized, so data={bundle.data!r} cannot place it")
         scale, zero_point, qmin, qmax = (quant.args[1], quant.args[2], quant.args[3], quant.args[4])
+        key = bundle.input_key(k)
         crafted.append(data.craft(bundle.data, tensor, float(scale), int(zero_point), int(qmin), int(qmax),
-                                  seed=zlib.crc32(f"{bundle.name}:{k}".encode()), index=k))
+                                  seed=zlib.crc32(key.encode()), index=int(key.rsplit(":", 1)[1])))
     return tuple(crafted)
 
 
@@ -396,10 +398,10 @@ PLACING_CORE = "cortex-m7"
 
 
 def place_solved(quantized: Quantized, edge=None) -> None:
-    """For data solved from the program (cortexm.cases.data.SOLVED), the example inputs placed
-    for the first conv, depthwise conv or linear call that reads a program input straight
-    from its quantize (cortexm.cases.solve), once per quantized model; `bundle.placed` says
-    what was met. Other programs keep the crafted inputs, and say why."""
+    """For data solved from the program (cortexm.cases.data.SOLVED), each example input placed
+    for the first conv, depthwise conv or linear call that reads it straight from its
+    quantize (cortexm.cases.solve), once per quantized model; `bundle.placed` says what was
+    met. Inputs no such call reads keep the crafted values."""
     import torch
 
     from cortexm.base import targets
@@ -421,7 +423,7 @@ def place_solved(quantized: Quantized, edge=None) -> None:
     seen: dict[int, tuple] = {}
     evaluate(pte, [t.detach().numpy() for t in bundle.example_inputs], kernels=kernels,
              observe=lambda name, args, out, result: seen.setdefault(observed[len(seen)], (name, args, out)))
-    bundle.placed = {"call": None, "why": "no conv, depthwise conv or linear reads a program input from its quantize"}
+    inputs, placed = list(bundle.example_inputs), []
     for k, index in enumerate(plan.inputs):
         quantize = next(((n, call) for n, op, call in calls if op.name == "cortex_m::quantize_per_tensor"
                          and call.args[0] == index), None)
@@ -430,15 +432,17 @@ def place_solved(quantized: Quantized, edge=None) -> None:
         if target is None:
             continue
         name, args, out = seen[target]
-        q, met = solve.solve(bundle.data, name, args, out, seed=zlib.crc32(f"{bundle.name}:{k}".encode()))
+        q, met = solve.solve(bundle.data, name, args, out, seed=zlib.crc32(bundle.input_key(k).encode()))
         scale, zero_point = seen[quantize[0]][1]["scale"], seen[quantize[0]][1]["zero_point"]
-        old = bundle.example_inputs[k]
-        new = torch.from_numpy(data.on_grid(q.astype(np.int64), float(scale), int(zero_point))).to(old.dtype)
-        if old.dim() == 4 and old.is_contiguous(memory_format=torch.channels_last):
+        new = torch.from_numpy(data.on_grid(q.astype(np.int64), float(scale), int(zero_point))).to(inputs[k].dtype)
+        if inputs[k].dim() == 4 and inputs[k].is_contiguous(memory_format=torch.channels_last):
             new = new.contiguous(memory_format=torch.channels_last)
-        bundle.example_inputs = tuple(new if j == k else t for j, t in enumerate(bundle.example_inputs))
-        bundle.placed = {"input": k, "call": f"{plan.where(target)} {name}", **met}
-        return
+        inputs[k] = new
+        placed.append({"input": k, "call": f"{plan.where(target)} {name}", **met})
+    bundle.example_inputs = tuple(inputs)
+    bundle.placed = {"targets": sum(p["targets"] for p in placed), "met": sum(p["met"] for p in placed),
+                     "inputs": placed} if placed else \
+        {"targets": 0, "met": 0, "inputs": [], "why": "no conv, depthwise conv or linear reads a program input from its quantize"}
 
 
 def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered,

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from cortexm import cases
+from cortexm.cases.data import CALIBRATION_SAMPLES, like
 from cortexm.base.errors import CortexmError
-
-CALIBRATION_SAMPLES = 8
 
 
 @dataclass
@@ -36,6 +35,11 @@ class ModelBundle:
     # For data solved from the lowered program (cortexm.cases.solve): which call, and how many
     # of its targets the inputs meet; None until placed.
     placed: dict | None = None
+    # Per example input, what seeds its placed data ("case:k"; a packed case's part's own).
+    input_keys: tuple[str, ...] = ()
+
+    def input_key(self, k: int) -> str:
+        return self.input_keys[k] if k < len(self.input_keys) else f"{self.name}:{k}"
 
 
 def name_of(spec: str) -> str:
@@ -72,7 +76,7 @@ def load(spec: str) -> ModelBundle:
     except Exception as e:  # a bug in a built-in case: still one line for the user
         raise CortexmError(f"case {case.name} failed to build: {type(e).__name__}: {e}") from e
     bundle = _bundle(case.name, result, qtol=case.qtol, source={"case": case.name}, where=case.name)
-    bundle.notes, bundle.data = case.notes, case.data
+    bundle.notes, bundle.data, bundle.input_keys = case.notes, case.data, case.input_keys
     return bundle
 
 
@@ -145,7 +149,7 @@ def _bundle(name: str, result: Any, qtol: int, source: dict, where: str) -> Mode
     if len(result) == 3 and result[2] is not None:
         calibration = _calibration(result[2], inputs, where)
     else:
-        calibration = [inputs] + [tuple(_like(t) for t in inputs) for _ in range(CALIBRATION_SAMPLES - 1)]
+        calibration = [inputs] + [tuple(like(t) for t in inputs) for _ in range(CALIBRATION_SAMPLES - 1)]
     _check_outputs(module, inputs, where)
     return ModelBundle(name, module.eval(), inputs, calibration, qtol, source)
 
@@ -183,16 +187,3 @@ def _check_outputs(module, inputs: tuple, where: str) -> None:
     outputs = out if isinstance(out, (tuple, list)) else (out,)
     if not outputs or not all(isinstance(t, torch.Tensor) for t in outputs):
         raise CortexmError(f"{where}: the model returns {type(out).__name__}; it must return a tensor or a tuple of tensors")
-
-
-def _like(t):
-    """A random tensor with t's shape, layout and value range."""
-    import torch
-
-    lo, hi = float(t.min()), float(t.max())
-    if hi <= lo:
-        lo, hi = -1.0, 1.0
-    sample = torch.rand(t.shape) * (hi - lo) + lo
-    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous():
-        sample = sample.to(memory_format=torch.channels_last)
-    return sample.to(t.dtype)

@@ -22,6 +22,7 @@ from cortexm import cases as case_registry
 from cortexm.lowering import dialect
 from cortexm.checking.library import Library
 from cortexm.cases import defects
+from cortexm.cases.exhaustive import SCOPE_ENV
 from cortexm.base import children
 from cortexm.base.errors import CortexmError, StorageError, storage_error
 from cortexm.lowering.backend_source import quiet_lowering_imports
@@ -86,6 +87,11 @@ class CaseResult:
     # Digests of the integer reference's outputs without ExecuTorch's Helium loops (M55 only):
     # what the core would give if only that rounding were otherwise.
     without_helium: list | None = field(default=None, repr=False)
+    # Per output: [max |diff| LSB, mismatches, elements] against the reference.
+    per_output: list = field(default_factory=list, repr=False)
+    exhaustive: str = ""  # the operator of an exhaustive case (cortexm.cases.exhaustive)
+    pack: str = ""  # the packed program it ran in (cortexm.testing.packs)
+    data_targets: dict | None = None  # what solved boundary data met (cortexm.cases.solve)
 
     @property
     def failed(self) -> bool:
@@ -111,6 +117,8 @@ class Options:
     fills: tuple[int, int] = (0x00, 0xFF)
     sim_jobs: int | None = None  # simulator runs at once (default: jobs)
     shard: tuple[int, int] | None = None  # (K, N): only the cases of shard K of N (cortexm.testing.shards)
+    # Filled by run(): core -> programs simulated (a packed program counts once).
+    programs: dict[str, int] = field(default_factory=dict)
 
 
 def select_cases(options: Options) -> list[case_registry.Case]:
@@ -123,8 +131,8 @@ def select_cases(options: Options) -> list[case_registry.Case]:
         selected = [c for c in case_registry.all_cases() if c.name in names]
     else:
         selected = case_registry.all_cases(options.grid)
-    if options.pattern:
-        selected = [c for c in selected if options.pattern in c.name]
+    if options.pattern:  # a packed program is selected by its name or any of its cases'
+        selected = [c for c in selected if options.pattern in c.name or any(options.pattern in p for p in c.parts)]
     if not selected:
         raise CortexmError("no case matches" + (f" -k {options.pattern!r}" if options.pattern else ""))
     return [c for c in selected if shards.belongs(c.name, options.shard)]
@@ -298,7 +306,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     import multiprocessing
     import multiprocessing.util
 
-    key = (jobs, os.environ.get(backend_source.ENV))
+    key = (jobs, os.environ.get(backend_source.ENV), os.environ.get(SCOPE_ENV))
     if key not in _POOLS:
         for stale in _POOLS.values():
             stale.shutdown(cancel_futures=True)
@@ -341,7 +349,8 @@ def _str(p: Path | None) -> str | None:
 # --- the per-case checks --------------------------------------------------------------
 
 def check(case: case_registry.Case, core: Core, exported: Path | str, options: Options) -> CaseResult:
-    result = CaseResult(case.name, core.name)
+    result = CaseResult(case.name, core.name, exhaustive=case.grid[0] if case.grid and
+                        case.grid[1].startswith("exhaustive") else "")
     try:
         _check(case, core, exported, options, result)
     except CortexmError as e:
@@ -382,6 +391,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         raise CortexmError(f"export failed: {exported}")
     pte, sidecar = exported, read_sidecar(exported)
     result.pte = str(pte)
+    result.data_targets = sidecar.get("data_targets")
 
     result.stages.append("verify")
     t = time.perf_counter()
@@ -436,6 +446,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.max_lsb, result.mismatches, result.elements = 0.0, 0, 0
     for k, (actual, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar["outputs"])):
         diff = compare(actual, ref, entry, k)
+        result.per_output.append([diff.max_lsb, diff.mismatches, diff.elements])
         result.max_lsb = max(result.max_lsb, diff.max_lsb)
         result.mismatches += diff.mismatches
         result.elements += diff.elements
@@ -583,6 +594,9 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
             results.append(result)
             task.advance()
     task.done()
+    _count_programs(results, options)
+    if any(c.parts for c in selected):
+        results = _unpack(results, by_name, options, progress)
     for pte in options.ptes:
         case = given_program(pte)
         if not shards.belongs(case.name, options.shard):
@@ -591,6 +605,44 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
             results.append(check(case, core, pte, options))
             progress(f"{results[-1].status:5} {case.name} {core.name}")
     return results
+
+
+def _count_programs(results: list[CaseResult], options: Options) -> None:
+    for r in results:
+        if "run" in r.stages:
+            options.programs[r.core] = options.programs.get(r.core, 0) + 1
+
+
+def _unpack(results: list[CaseResult], by_name: dict, options: Options, progress) -> list[CaseResult]:
+    """One result per case of each packed program (cortexm.testing.packs): split where the
+    program passed, else its cases exported and checked alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cortexm.testing import packs
+
+    done: list[CaseResult] = []
+    alone: list[tuple[str, Core, str]] = []  # (case, core, its pack)
+    cores = {c.name: c for c in options.cores}
+    for r in results:
+        case = by_name.get(r.case)
+        if case is None or not case.parts:
+            done.append(r)
+        elif packs.passed(r):
+            done += packs.split(r, case)
+        else:
+            alone += [(part, cores[r.core], case.name) for part in case.parts]
+    if not alone:
+        return done
+    progress(f"{len({p for _, _, p in alone})} packed programs failed a check: running their {len(alone)} cases alone")
+    exported = export_all([(name, core) for name, core, _ in alone], options, progress)
+    with ThreadPoolExecutor(max_workers=max(1, options.sim_jobs or options.jobs)) as pool:
+        futures = [(pool.submit(check, case_registry.get(name), core, exported[(name, core.name)], options), pack)
+                   for name, core, pack in alone]
+        rerun = [f.result() for f, _ in futures]
+    _count_programs(rerun, options)
+    for r, (_, pack) in zip(rerun, futures):
+        r.pack = pack
+    return done + rerun
 
 
 def given_program(pte: Path) -> case_registry.Case:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -24,11 +25,14 @@ class RunnerSimulator:
         self.name = f"{sim.for_core(core, sim_name, fvp).name} {runner.board}"
         # Where a known defect's files are looked up: the trees this runner was built from.
         self.locators = {component: (lambda rel, root=root: root / rel) for component, root in runner.trees().items()}
+        self.boots, self._lock = 0, threading.Lock()  # simulator runs so far (the test app runs them on threads)
 
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome:
         from cortexm.firmware import model_ops
         from cortexm.sim.run import RunError, run_pte
 
+        with self._lock:
+            self.boots += 1
         # A program calling an operator the suite's runner lacks gets a runner of its own.
         runner = self.runner if set(model_ops(pte)) <= set(self.runner.ops) else None
         try:

@@ -18,8 +18,9 @@ def print_summary(results, checks, options, elapsed: float) -> None:
         table(["case", "dialect", "verify", "semantic", "sim", "memory", "max|diff| LSB", "mismatches", "instructions",
                "status"],
               [[r.case, r.dialect, r.verify, _semantic_cell(r), r.sim, r.memory, _num(r.max_lsb), _ratio(r),
-                _num(r.instructions), r.status] for r in rows],
+                _num(r.instructions), r.status] for r in rows if not r.exhaustive],
               title=f"{core} ({sim_name})")
+        _exhaustive_rows([r for r in rows if r.exhaustive], core)
         counts = {s: sum(r.status == s for r in rows)
                   for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN", "SLOWER", "FASTER")}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
@@ -27,8 +28,9 @@ def print_summary(results, checks, options, elapsed: float) -> None:
             out.print(f"{core}: simulator runs skipped: {sim}")
         out.print()
     if checks:
+        exhaustive = {r.case for r in results if r.exhaustive}  # counted below, listed only when they differ
         table(["case", "cores", "cross-core"],
-              [[c.case, ", ".join(c.cores), _cross_core_cell(c)] for c in checks],
+              [[c.case, ", ".join(c.cores), _cross_core_cell(c)] for c in checks if c.case not in exhaustive or not c.agree],
               title="cross-core (same case, every core's runner)")
         out.print(f"cross-core: {sum(c.agree for c in checks)} bit-identical, {sum(c.failed for c in checks)} differ"
                   + (f", {sum(not c.agree and not c.failed for c in checks)} differ as expected" if any(c.expected for c in checks) else ""))
@@ -60,6 +62,20 @@ def print_summary(results, checks, options, elapsed: float) -> None:
     out.print(f"{len(results)} results in {elapsed:.1f} s; {sum(r.status == 'PASS' for r in results)} passed, "
               f"{sum(r.failed for r in results) + sum(c.failed for c in checks)} failed, "
               f"{sum(r.status == 'XFAIL' for r in results)} expected failures, {len(not_run)} not simulated")
+
+
+def _exhaustive_rows(rows, core: str) -> None:
+    """Exhaustive cases (thousands) as one line per operator; failures are listed below as any."""
+    if not rows:
+        return
+    ops = list(dict.fromkeys(r.exhaustive for r in rows))
+    statuses = [s for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN") if any(r.status == s for r in rows)]
+    table(["operator", "cases", "packed programs", *statuses, "max|diff| LSB", "semantic max LSB"],
+          [[op, len(mine := [r for r in rows if r.exhaustive == op]), len({r.pack for r in mine if r.pack}),
+            *(sum(r.status == s for r in mine) for s in statuses),
+            _num(max((r.max_lsb for r in mine if r.max_lsb is not None), default=None)),
+            _num(max((r.semantic_lsb for r in mine if r.semantic_lsb is not None), default=None))] for op in ops],
+          title=f"{core}: exhaustive cases")
 
 
 def _cross_core_cell(c) -> str:
