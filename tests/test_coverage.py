@@ -1,5 +1,6 @@
-"""`cortexm test --coverage`: which lines of the cortex_m kernels and CMSIS-NN a run reached,
-read from the runner's own gcov counters, as lcov, Cobertura XML and the JSON report."""
+"""`cortexm test --coverage`: which lines and branches of the cortex_m kernels and CMSIS-NN a
+run reached, read from the runner's own gcov counters, as lcov, Cobertura XML and the JSON
+report, and the branches never taken."""
 
 from __future__ import annotations
 
@@ -24,9 +25,20 @@ def test_coverage_of_a_conv_run_on_the_m7(runners, tmp_path):
     assert any(path.startswith("cmsis-nn/Source/ConvolutionFunctions/") and f["lines_executed"]
                for path, f in files.items())
 
+    # Branches: the conv's own file took some of its branches and not all (no run had, e.g., a
+    # scratch buffer of the wrong size); the requantize's rounding divide, inlined from
+    # CMSIS-NN's Include/, ran and is counted too.
+    assert 0 < conv["branches_taken"] < conv["branches"]
+    support = files["cmsis-nn/Include/arm_nnsupportfunctions.h"]
+    assert support["lines_executed"] > 0 and support["branches_taken"] > 0
+
     lcov = (out / "cortex-m7" / "lcov.info").read_text()
     assert lcov.count("end_of_record") == len(files) and "SF:" in lcov
+    assert lcov.count("BRDA:") == sum(f["branches"] for f in files.values())
     cobertura = ET.parse(out / "cortex-m7" / "cobertura.xml").getroot()
     assert int(cobertura.get("lines-valid")) == sum(f["lines"] for f in files.values())
     assert int(cobertura.get("lines-covered")) == sum(f["lines_executed"] for f in files.values())
-    assert "lines executed per file" in result.stdout
+    assert int(cobertura.get("branches-covered")) == sum(f["branches_taken"] for f in files.values())
+    never = (out / "cortex-m7" / "branches-never-taken.txt").read_text().splitlines()
+    assert any(line.startswith("executorch/backends/cortex_m/ops/op_quantized_conv2d.cpp:") for line in never)
+    assert "lines and branches executed per file" in result.stdout and "branches never taken" in result.stdout

@@ -43,20 +43,28 @@ def _coverage(options, out_dir: Path) -> dict:
         except CortexmError as e:
             click.echo(f"warning: {e}", err=True)
             continue
-        for label, prefix in (("cortex_m kernels", "executorch/backends/cortex_m/ops/"), ("CMSIS-NN", "cmsis-nn/Source/")):
-            lines_run, lines, functions_run, functions = coverage.totals(files, prefix)
-            rows.append([core, label, f"{lines_run}/{lines} ({100 * lines_run / max(lines, 1):.0f} %)",
-                         f"{functions_run}/{functions} ({100 * functions_run / max(functions, 1):.0f} %)"])
+        for label, prefix in (("cortex_m kernels", "executorch/backends/cortex_m/ops/"), ("CMSIS-NN", "cmsis-nn/")):
+            lines_run, lines, functions_run, functions, taken, arcs = coverage.totals(files, prefix)
+            rows.append([core, label, _share(lines_run, lines), _share(functions_run, functions), _share(taken, arcs)])
     if rows:
-        table(["core", "code", "lines executed", "functions executed"], rows,
-              title=f"coverage (per file: {out_dir}/<core>/cobertura.xml, lcov.info)")
-        kernels = sorted({f.path for files in covered.values() for f in files
-                          if f.path.startswith("executorch/backends/cortex_m/ops/")})
-        table(["cortex_m kernel file", *covered],
-              [[path.rsplit("/", 1)[1], *(next((f"{f.lines_executed}/{f.lines}" for f in files if f.path == path), "-")
-                                           for files in covered.values())] for path in kernels],
-              title="lines executed per file")
+        table(["core", "code", "lines executed", "functions executed", "branches taken"], rows,
+              title=f"coverage (per file: {out_dir}/<core>/cobertura.xml, lcov.info; branches never taken: "
+                    f"{coverage.NEVER})")
+        paths = sorted({f.path for files in covered.values() for f in files if f.lines_executed})
+        table(["file (that ran)", *(f"{core} lines, branches" for core in covered)],
+              [[path.split("/", 1)[1], *(next((f"{f.lines_executed}/{f.lines}, {f.branches_taken}/{f.branches}"
+                                               for f in files if f.path == path), "-") for files in covered.values())]
+               for path in paths], title="lines and branches executed per file")
+        for core in covered:
+            never = coverage.never_taken(out_dir / core)
+            if never:
+                click.echo(f"{core}: {len(never)} branches never taken in lines that ran; the first:")
+                click.echo("\n".join(f"  {line}" for line in never[:10]))
     return covered
+
+
+def _share(done: int, total: int) -> str:
+    return f"{done}/{total} ({100 * done / max(total, 1):.0f} %)"
 
 
 # The DSP core and the MVE core a contributor's change must work on; --all-cores adds the rest.
