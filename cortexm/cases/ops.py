@@ -386,12 +386,21 @@ def _():
     return layer(nn.MaxPool2d((3, 2), (1, 2), 1), image(6, 6, 5))
 
 
-def _square(fn):
-    """Two [256, 256] activations holding every pair of int8 values once (data "square")."""
-    return Apply(lambda m, a, b: fn(a, b)).eval(), (vector(256, 256), vector(256, 256))
+def _square(fn, narrow: bool):
+    """Two [256, 256] activations holding every pair of int8 values once (data "square").
+    `narrow`: calibrated on pairs that are never both large (a + b small, or |a * b| <= 1/4),
+    so the output's range is narrower than the square's: its corners saturate, every lane
+    position meets both bounds, and a missing clamp shows."""
+    inputs = (vector(256, 256), vector(256, 256))
+    if not narrow:
+        return Apply(lambda m, a, b: fn(a, b)).eval(), inputs
+    samples = [(x, -0.75 * x + 0.05 * vector(256, 256)) if fn is torch.add else (x, (1 - x.abs()) * vector(256, 256))
+               for x in (vector(256, 256) for _ in range(8))]
+    return Apply(lambda m, a, b: fn(a, b)).eval(), inputs, samples
 
 
 for _name, _fn, _what in (("add", torch.add, "add"), ("mul", torch.mul, "multiply"),
                           ("minimum", torch.minimum, "minimum"), ("maximum", torch.maximum, "maximum")):
-    register(f"{_name}_square", f"{_what} of every pair of int8 values (the 256 x 256 square, contiguous)",
-             data="square")(lambda fn=_fn: _square(fn))
+    register(f"{_name}_square", f"{_what} of every pair of int8 values (the 256 x 256 square, contiguous)"
+             + ("; calibrated narrower than the square, so its outputs saturate" if _fn in (torch.add, torch.mul) else ""),
+             data="square")(lambda fn=_fn: _square(fn, fn in (torch.add, torch.mul)))
