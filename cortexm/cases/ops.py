@@ -308,6 +308,12 @@ def _():
     return layer(nn.Sequential(nn.Linear(16, 16), nn.Hardswish()), vector(2, 16))
 
 
+@register("linear_hardsigmoid", "fully connected followed by hardsigmoid (fused into the linear's output "
+          "quantization)")
+def _():
+    return layer(nn.Sequential(nn.Linear(16, 16), nn.Hardsigmoid()), vector(2, 16))
+
+
 @register("sigmoid", "sigmoid through a 256-entry lookup table")
 def _():
     return Apply(lambda m, x: torch.sigmoid(x)).eval(), (vector(2, 32) * 4,)
@@ -323,6 +329,11 @@ def _():
 @register("pad", "constant pad of H and W")
 def _():
     return Apply(lambda m, x: nn.functional.pad(x, (1, 2, 2, 1))).eval(), (vector(1, 3, 4, 5),)
+
+
+@register("pad_value", "constant pad by 0.25 of an input in [0, 2]: the pad value and a zero point other than 0")
+def _():
+    return Apply(lambda m, x: nn.functional.pad(x, (2, 1, 1, 2), value=0.25)).eval(), (vector(1, 3, 4, 5) + 1,)
 
 
 @register("permute", "permute NHWC -> NCHW")
