@@ -2,7 +2,7 @@
 In an ExecuTorch tree's backends/cortex_m, and in the CMSIS-NN its kernels call.
 
     python bench/mutants.py --executorch-src TREE [--cmsis-nn-src NN] [-t cortex-m7 -t cortex-m55]
-        [--only SUBSTRING] [--kind cpp|python|cmsis_nn] [--work DIR] [--json OUT] [--keep-going]
+        [--only SUBSTRING[,...]] [--kind cpp|python|cmsis_nn] [--work DIR] [--json OUT] [--keep-going]
         [--test-args "--grid exhaustive"]
 
 In: an ExecuTorch tree and, for the cmsis_nn mutants, a CMSIS-NN tree (both only read), and
@@ -404,7 +404,8 @@ def default_work() -> Path:
 
 def select(only: str | None, kind: str | None) -> list[Mutant]:
     mutants = [Mutant.load(p) for k in KINDS for p in sorted((MUTANTS / k).glob("*.patch"))]
-    return [m for m in mutants if (kind is None or m.kind == kind) and (only is None or only in m.name)]
+    wanted = only.split(",") if only else None
+    return [m for m in mutants if (kind is None or m.kind == kind) and (wanted is None or any(w in m.name for w in wanted))]
 
 
 def rejudge(mutants: list[Mutant], work: Path, json_path: Path | None, count_golden: bool = False) -> None:
@@ -431,7 +432,7 @@ def main() -> None:
     parser.add_argument("--cmsis-nn-src", help="CMSIS-NN tree for the runner build (default: as cortexm finds it); "
                                                "the cmsis_nn mutants mutate a copy of it")
     parser.add_argument("-t", "--target", action="append", help="core (repeatable; default cortex-m7 and cortex-m55)")
-    parser.add_argument("--only", help="only mutants whose name (e.g. cpp/01-conv2d-...) contains this")
+    parser.add_argument("--only", help="only mutants whose name (e.g. cpp/01-conv2d-...) contains this (or one of these, comma-separated)")
     parser.add_argument("--kind", choices=KINDS)
     parser.add_argument("--work", type=Path, help="the working copy (default: $XDG_CACHE_HOME/cortexm/mutants/work)")
     parser.add_argument("--json", type=Path, help="write the results here")

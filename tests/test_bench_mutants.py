@@ -78,3 +78,10 @@ def test_every_cmsis_nn_mutant_is_one_line_of_the_cmsis_nn_tree():
     for m in selected:
         done = subprocess.run(["git", "apply", "--check", str(m.patch)], cwd=tree, capture_output=True, text=True)
         assert done.returncode == 0, f"{m.name}: {done.stderr.strip()}"
+
+
+def test_only_takes_several_names():
+    """--only python/14,python/31 runs those two and nothing else (a subset re-run after a fix)."""
+    chosen = mutants.select("python/14,python/31", None)
+    assert [m.name.split("-")[0] for m in chosen] == ["python/14", "python/31"]
+    assert mutants.select("python/14", "cpp") == []
