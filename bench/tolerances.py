@@ -22,6 +22,7 @@ from pathlib import Path
 
 def measure(reports: list[dict]) -> dict[tuple[str, str], dict]:
     """(operator, core) -> points, elements, histogram, largest difference, cases over it."""
+    from cortexm.base.targets import core as core_named
     from cortexm.semantic.judge import tolerance
 
     table: dict[tuple[str, str], dict] = defaultdict(lambda: {"points": 0, "elements": 0, "histogram": defaultdict(int),
@@ -36,7 +37,7 @@ def measure(reports: list[dict]) -> dict[tuple[str, str], dict]:
                     row["histogram"][lsb] += count
                     row["elements"] += count
                 row["max"] = max(row["max"], point["max_lsb"])
-                if point["max_lsb"] > tolerance(op).lsb:
+                if point["max_lsb"] > tolerance(op, core_named(result["core"]).backend).lsb:
                     row["over"].append(result["case"])
     return dict(table)
 
@@ -46,6 +47,7 @@ def main() -> None:
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     args = parser.parse_args()
+    from cortexm.base.targets import core as core_named
     from cortexm.semantic.judge import tolerance
 
     table = measure([json.loads(p.read_text()) for p in args.reports])
@@ -57,7 +59,7 @@ def main() -> None:
         share = lambda c: f"{100 * c / n:.2f} %"  # noqa: E731
         rows.append([op.removeprefix("cortex_m::"), core, row["points"], row["elements"], share(hist.get("0", 0)),
                      share(hist.get("1", 0)), share(hist.get("2", 0)), share(more), f"{row['max']:g}",
-                     tolerance(op).lsb, ", ".join(sorted(set(row["over"]))[:4]) or "-"])
+                     tolerance(op, core_named(core).backend).lsb, ", ".join(sorted(set(row["over"]))[:4]) or "-"])
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + " --- |" * len(header))
