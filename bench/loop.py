@@ -31,6 +31,7 @@ status 0: a benchmark.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -80,21 +81,16 @@ class Version:
                 "statuses": statuses, "last": tail[0][:160]}
 
 
+@contextlib.contextmanager
 def edited(work: Path, rel: str):
-    """A context: `rel` in WORK with a comment appended, restored after."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def scope():
-        path = work / rel
-        before = path.read_bytes()
-        path.write_bytes(before + EDIT[rel].encode())
-        try:
-            yield
-        finally:
-            path.write_bytes(before)
-
-    return scope()
+    """`rel` in WORK with a comment appended, restored after."""
+    path = work / rel
+    before = path.read_bytes()
+    path.write_bytes(before + EDIT[rel].encode())
+    try:
+        yield
+    finally:
+        path.write_bytes(before)
 
 
 def main() -> None:

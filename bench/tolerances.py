@@ -20,11 +20,16 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def measure(reports: list[dict]) -> dict[tuple[str, str], dict]:
-    """(operator, core) -> points, elements, histogram, largest difference, cases over it."""
-    from cortexm.base.targets import core as core_named
+def allowed(op: str, core_name: str) -> float:
+    """The semantic reference's tolerance for `op` on that core's CMSIS-NN variant, in LSB."""
+    from cortexm.base.targets import core
     from cortexm.semantic.judge import tolerance
 
+    return tolerance(op, core(core_name).backend).lsb
+
+
+def measure(reports: list[dict]) -> dict[tuple[str, str], dict]:
+    """(operator, core) -> points, elements, histogram, largest difference, cases over it."""
     table: dict[tuple[str, str], dict] = defaultdict(lambda: {"points": 0, "elements": 0, "histogram": defaultdict(int),
                                                                 "max": 0.0, "over": []})
     for report in reports:
@@ -37,7 +42,7 @@ def measure(reports: list[dict]) -> dict[tuple[str, str], dict]:
                     row["histogram"][lsb] += count
                     row["elements"] += count
                 row["max"] = max(row["max"], point["max_lsb"])
-                if point["max_lsb"] > tolerance(op, core_named(result["core"]).backend).lsb:
+                if point["max_lsb"] > allowed(op, result["core"]):
                     row["over"].append(result["case"])
     return dict(table)
 
@@ -47,9 +52,6 @@ def main() -> None:
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     args = parser.parse_args()
-    from cortexm.base.targets import core as core_named
-    from cortexm.semantic.judge import tolerance
-
     table = measure([json.loads(p.read_text()) for p in args.reports])
     header = ["operator", "core", "points", "elements", "0 LSB", "1 LSB", "2 LSB", "more", "max", "tolerance", "over"]
     rows = []
@@ -59,7 +61,7 @@ def main() -> None:
         share = lambda c: f"{100 * c / n:.2f} %"  # noqa: E731
         rows.append([op.removeprefix("cortex_m::"), core, row["points"], row["elements"], share(hist.get("0", 0)),
                      share(hist.get("1", 0)), share(hist.get("2", 0)), share(more), f"{row['max']:g}",
-                     tolerance(op, core_named(core).backend).lsb, ", ".join(sorted(set(row["over"]))[:4]) or "-"])
+                     allowed(op, core), ", ".join(sorted(set(row["over"]))[:4]) or "-"])
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + " --- |" * len(header))
