@@ -85,3 +85,17 @@ def test_exhaustive_on_qemu_splits_a_passing_pack_and_runs_a_failing_ones_cases_
     rows = [r for r in report["results"] if r["exhaustive"]]
     assert len(rows) == 4 and {r["status"] for r in rows} == {"FAIL"} and all(r["pack"] for r in rows)
     assert report["meta"]["programs"]["cortex-m7"] == 5  # the pack, then its 4 cases alone
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"firmware tests need: {MISSING}")
+def test_a_full_pack_runs_as_one_program_with_the_memory_oracle(runners, tmp_path):
+    """16 cases, the runner's 16 inputs: the memory oracle's runs add options to 32 input
+    words, and the pack still passes as one program (no case is run alone)."""
+    full = ("features_in=3..6", "features_out=2..5", "batch=1", "data=bounds")
+    done = run_cli("test", "--grid", "exhaustive", *(a for s in full for a in ("--scope", s)), "-k", "exh_linear",
+                   "-t", "cortex-m7", "--json", str(tmp_path / "full.json"))
+    report = json.loads((tmp_path / "full.json").read_text())
+    rows = [r for r in report["results"] if r["exhaustive"]]
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert len(rows) == 16 and {r["status"] for r in rows} == {"PASS"} and len({r["pack"] for r in rows}) == 1
+    assert report["meta"]["programs"]["cortex-m7"] == 1

@@ -301,3 +301,16 @@ def test_the_cache_key_follows_content_not_location(runners, monkeypatch, tmp_pa
     monkeypatch.setenv("CORTEXM_FIRMWARE_SRC", str(tmp_path / "elsewhere"))
     with pytest.raises(CortexmError, match="kernels not found"):
         build_runner("cortex-m7")
+
+
+@needs_firmware
+def test_a_command_line_that_does_not_fit_is_refused_not_cut(runners, exported, tmp_path):
+    """Words past the runner's limit were dropped, so a packed program's memory-oracle run lost
+    its last option's value; now the runner refuses the whole line."""
+    from cortexm.sim.run import execute
+    from cortexm.sim import get
+
+    result, outputs = execute(exported("conv2d", "cortex-m7"), core("cortex-m7"), get("qemu"), runners["cortex-m7"],
+                              workdir=tmp_path, extra_args=tuple(f"--word-{k}" for k in range(64)))
+    assert not result.ok and outputs == []
+    assert result.failure_line.startswith("E usage: the command line does not fit (at most 64 words"), result.failure_line

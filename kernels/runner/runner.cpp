@@ -69,7 +69,9 @@ using executorch::runtime::Span;
 using executorch::runtime::Tag;
 using executorch::runtime::TensorInfo;
 
-constexpr int kMaxArgs = 40;
+// A packed program's 16 inputs take 32 words, the memory oracle's options and the
+// simulator's a few more.
+constexpr int kMaxArgs = 64;
 constexpr size_t kMaxInputs = 16;
 constexpr size_t kMaxPlannedBuffers = 512;  // a program planned one tensor per buffer has many
 constexpr size_t kMaxOutputs = 16;
@@ -538,11 +540,17 @@ extern "C" void cortexm_write_coverage(void);  // runner/coverage.c
 #endif
 
 int main() {
-  static char command_line[512];
+  static char command_line[1024];
   char* argv[kMaxArgs];
   int argc = board_command_line(command_line, sizeof(command_line), argv, kMaxArgs);
+  if (argc == -2) {
+    std::printf("E usage: the command line does not fit (at most %d words, %u characters)\n", kMaxArgs,
+                static_cast<unsigned>(sizeof(command_line) - 1));
+    return cortexm::kExitUsage;
+  }
   if (argc < 0) {
-    std::printf("E the simulator passed no command line (semihosting SYS_GET_CMDLINE failed)\n");
+    std::printf("E the simulator passed no command line, or one over %u characters (semihosting SYS_GET_CMDLINE "
+                "failed)\n", static_cast<unsigned>(sizeof(command_line) - 1));
     return cortexm::kExitUsage;
   }
   executorch::runtime::runtime_init();

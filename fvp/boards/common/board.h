@@ -17,7 +17,8 @@ extern const uint32_t board_cpu_hz;
 
 /* The command line the simulator passes (QEMU -semihosting-config arg=...,
  * FVP cpu0.semihosting-cmd_line), split into words in place; argv[0] is the
- * program name. Returns argc, or -1 when the host gives none. */
+ * program name. Returns argc, -1 when the host gives none, or -2 when it does not fit
+ * (more than max_args words, or more than size - 1 characters): never a cut one. */
 int board_command_line(char* buffer, size_t size, char** argv, int max_args);
 
 /* Flushes stdio and ends the simulation with `status` as the host's exit status. */

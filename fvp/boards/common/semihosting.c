@@ -46,9 +46,15 @@ int board_command_line(char* buffer, size_t size, char** argv, int max_args) {
   if (semihosting_call(SYS_GET_CMDLINE, &block) != 0) {
     return -1;
   }
+  if (block.size >= size - 1) {
+    return -2; /* filled to the last byte: it may go on */
+  }
   buffer[block.size] = '\0';
   int argc = 0;
-  for (char* word = strtok(buffer, " "); word != NULL && argc < max_args; word = strtok(NULL, " ")) {
+  for (char* word = strtok(buffer, " "); word != NULL; word = strtok(NULL, " ")) {
+    if (argc == max_args) {
+      return -2;
+    }
     argv[argc++] = word;
   }
   return argc;

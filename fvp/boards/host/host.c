@@ -15,10 +15,17 @@ int board_command_line(char* buffer, size_t size, char** argv, int max_args) {
     return -1;
   }
   size_t length = fread(buffer, 1, size - 1, file);
+  int more = fgetc(file) != EOF;
   fclose(file);
+  if (more) {
+    return -2;
+  }
   buffer[length] = '\0';
   int argc = 0;
-  for (size_t i = 0; i < length && argc < max_args; i += strlen(buffer + i) + 1) {
+  for (size_t i = 0; i < length; i += strlen(buffer + i) + 1) {
+    if (argc == max_args) {
+      return -2;
+    }
     argv[argc++] = buffer + i;
   }
   return argc;
