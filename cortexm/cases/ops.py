@@ -350,16 +350,19 @@ def _():
 # requantize exactly on rounding half steps, windows entirely at the minimum and maximum,
 # every pair of int8 values --------------------------------------------------------------
 
+# The solver freezes a window once it lands a target in it, so each case has more independent
+# windows (pixels, rows) than targets: every channel meets each target (the sidecar's
+# data_targets, and the runner's value counters with --coverage, say so).
 @register("conv2d_bounds", "convolution 5->6, 3x2 kernel, stride (1, 2), padding 1, ReLU6: every channel's output "
           "driven to both activation bounds and beyond", data="bounds")
 def _():
-    return layer(nn.Sequential(nn.Conv2d(5, 6, (3, 2), (1, 2), 1), nn.ReLU6()), image(5, 6, 7))
+    return layer(nn.Sequential(nn.Conv2d(5, 6, (3, 2), (1, 2), 1), nn.ReLU6()), image(5, 12, 14))
 
 
 @register("conv2d_midpoints", "convolution 3->5, 3x3, padding 1: requantize on rounding half steps (+0.5, -0.5 "
           "and further out) in every channel", data="midpoints")
 def _():
-    return layer(nn.Conv2d(3, 5, 3, padding=1), image(3, 7, 6))
+    return layer(nn.Conv2d(3, 5, 3, padding=1), image(3, 13, 12))
 
 
 @register("depthwise_conv2d_midpoints", "3x3 depthwise, 7 channels, padding 1 (CMSIS-NN's 3x3 path on DSP): "
@@ -372,17 +375,17 @@ def _():
           "ReLU6 (the generic path): every channel at both activation bounds", data="bounds")
 def _():
     return layer(nn.Sequential(nn.Conv2d(3, 6, 3, padding=(1, 2), dilation=(2, 1), groups=3), nn.ReLU6()),
-                 image(3, 6, 7))
+                 image(3, 10, 11))
 
 
-@register("linear_bounds", "fully connected 17->5, ReLU6, batch 3: outputs at both activation bounds", data="bounds")
+@register("linear_bounds", "fully connected 17->5, ReLU6, batch 24: outputs at both activation bounds", data="bounds")
 def _():
-    return layer(nn.Sequential(nn.Linear(17, 5), nn.ReLU6()), vector(3, 17))
+    return layer(nn.Sequential(nn.Linear(17, 5), nn.ReLU6()), vector(24, 17))
 
 
-@register("linear_midpoints", "fully connected 13->7, batch 4: requantize on rounding half steps", data="midpoints")
+@register("linear_midpoints", "fully connected 13->7, batch 32: requantize on rounding half steps", data="midpoints")
 def _():
-    return layer(nn.Linear(13, 7), vector(4, 13))
+    return layer(nn.Linear(13, 7), vector(32, 13))
 
 
 @register("avg_pool2d_extremes", "2x2 average pool, stride 1, 5 channels, batch 2: windows entirely at the minimum "
