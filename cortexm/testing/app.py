@@ -579,20 +579,12 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     exported = export_all(pairs, options, progress) if pairs else {}
     export_seconds = time.perf_counter() - t
     by_name = {c.name: c for c in selected}
-    # Simulator runs are subprocesses: threads run them in parallel.
-    from concurrent.futures import ThreadPoolExecutor
-
     from cortexm.base import progress as progress_mod
 
     task = progress_mod.task(progress, "verifying, running, comparing", total=len(pairs))
-    with ThreadPoolExecutor(max_workers=max(1, options.sim_jobs or options.jobs)) as pool:
-        futures = [pool.submit(check, by_name[name], core, exported[(name, core.name)], options) for name, core in pairs]
-        results = []
-        for future in futures:
-            result = future.result()
-            result.seconds["export"] = export_seconds / len(pairs)
-            results.append(result)
-            task.advance()
+    results = _check_all([(by_name[name], core) for name, core in pairs], exported, options, task.advance)
+    for result in results:
+        result.seconds["export"] = export_seconds / len(pairs)
     task.done()
     _count_programs(results, options)
     if any(c.parts for c in selected):
@@ -607,6 +599,21 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     return results
 
 
+def _check_all(work: list[tuple[case_registry.Case, Core]], exported: dict, options: Options,
+               advance: Callable[[], None] = lambda: None) -> list[CaseResult]:
+    """Each case checked on its core, in order; simulator runs are subprocesses, so threads
+    run them in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, options.sim_jobs or options.jobs)) as pool:
+        futures = [pool.submit(check, case, core, exported[(case.name, core.name)], options) for case, core in work]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            advance()
+    return results
+
+
 def _count_programs(results: list[CaseResult], options: Options) -> None:
     for r in results:
         if "run" in r.stages:
@@ -616,8 +623,6 @@ def _count_programs(results: list[CaseResult], options: Options) -> None:
 def _unpack(results: list[CaseResult], by_name: dict, options: Options, progress) -> list[CaseResult]:
     """One result per case of each packed program (cortexm.testing.packs): split where the
     program passed, else its cases exported and checked alone."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from cortexm.testing import packs
 
     done: list[CaseResult] = []
@@ -635,12 +640,9 @@ def _unpack(results: list[CaseResult], by_name: dict, options: Options, progress
         return done
     progress(f"{len({p for _, _, p in alone})} packed programs failed a check: running their {len(alone)} cases alone")
     exported = export_all([(name, core) for name, core, _ in alone], options, progress)
-    with ThreadPoolExecutor(max_workers=max(1, options.sim_jobs or options.jobs)) as pool:
-        futures = [(pool.submit(check, case_registry.get(name), core, exported[(name, core.name)], options), pack)
-                   for name, core, pack in alone]
-        rerun = [f.result() for f, _ in futures]
+    rerun = _check_all([(case_registry.get(name), core) for name, core, _ in alone], exported, options)
     _count_programs(rerun, options)
-    for r, (_, pack) in zip(rerun, futures):
+    for r, (_, _, pack) in zip(rerun, alone):
         r.pack = pack
     return done + rerun
 
