@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -29,12 +30,13 @@ from cortexm.report import outputs
 from cortexm.testing import shards
 
 
-def _coverage(options, out_dir: Path) -> dict:
-    """core -> per-file coverage, collected and printed (cortexm.testing.coverage)."""
+def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
+    """core -> per-file coverage and core -> value counters per call site, collected and
+    printed (cortexm.testing.coverage)."""
     from cortexm.testing import coverage
     from cortexm.report import table
 
-    covered, rows = {}, []
+    covered, valued, rows = {}, {}, []
     for core, simulator in options.simulators.items():
         if isinstance(simulator, str):
             continue
@@ -60,7 +62,39 @@ def _coverage(options, out_dir: Path) -> dict:
             if never:
                 click.echo(f"{core}: {len(never)} branches never taken in lines that ran; the first:")
                 click.echo("\n".join(f"  {line}" for line in never[:10]))
-    return covered
+            runner = options.simulators[core].runner
+            scope_only = coverage.attribute(runner, out_dir / core, _in_scope)
+            if scope_only:
+                click.echo(f"{core}: {len(scope_only)} branches only the exhaustive scope took, each with the smallest "
+                           f"program that took it ({coverage.SCOPE_ONLY}); the first:")
+                click.echo("\n".join(f"  {line}" for line in scope_only[:10]))
+            sites = valued[core] = coverage.values(runner, out_dir / core)
+            _print_values(core, sites, out_dir / core / coverage.VALUE_SITES)
+    return covered, valued
+
+
+def _print_values(core: str, sites: list, listed: Path) -> None:
+    """A core's value counters in a few lines: the roundings that met a half step, the clamps
+    that changed a value in every lane, and the first sites that never did."""
+    rounding = [s for s in sites if s.kind == "requantize"]
+    clamps = [s for s in sites if s.kind != "requantize"]
+    if not sites:
+        return
+    click.echo(f"{core}: value counters: {len(rounding)} requantize call sites ran, "
+               f"{sum(1 for s in rounding if s.counts[2])} met a positive half step, "
+               f"{sum(1 for s in rounding if s.counts[3])} a negative one; {len(clamps)} MVE clamp sites ran, "
+               f"{sum(1 for s in clamps if not s.never())} changed a value in every lane (per site: {listed})")
+    never = [s for s in sites if s.never()]
+    if never:
+        click.echo("\n".join(f"  {s.path}:{s.line} {s.kind}: {s.never()}" for s in never[:10]))
+
+
+def _in_scope(program: str) -> bool:
+    """Whether a program is one of the exhaustive scope's (a pack, or a part run alone)."""
+    from cortexm.cases.registry import REGISTRY
+
+    case = REGISTRY.get(program)
+    return bool(case and case.grid and case.grid[1].startswith("exhaustive"))
 
 
 def _share(done: int, total: int) -> str:
@@ -160,13 +194,14 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
         print_per_mac(perf.per_mac(results))
     if earlier:
         print_changes(changes, baseline, threshold)
-    covered = _coverage(options, Path(coverage_dir)) if coverage_dir else {}
+    covered, valued = _coverage(options, Path(coverage_dir)) if coverage_dir else ({}, {})
     if coverage_out:
         coverage_out.seal({"tool": "cortexm test --coverage"})
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,
             "shard": shards.label(shard), "run": _run_identity(options, sim),
             "lowering": backend_source.describe(), "runners": sizes,
             "coverage": {core: [f.__dict__ for f in files] for core, files in covered.items()},
+            "value_counters": {core: [dataclasses.asdict(s) for s in sites] for core, sites in valued.items()},
             "programs": options.programs, "boots": {core: getattr(s, "boots", 0) for core, s in options.simulators.items()}}
     if chosen is not None:
         meta["exhaustive"] = _print_exhaustive(results, chosen, options)

@@ -180,7 +180,7 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
         if runner.options.coverage and (folder / "coverage.bin").is_file():
             from cortexm.testing import coverage
 
-            coverage.absorb(runner, (folder / "coverage.bin").read_bytes())
+            coverage.absorb(runner, (folder / "coverage.bin").read_bytes(), pte)
     finally:
         if workdir is None:
             shutil.rmtree(folder, ignore_errors=True)

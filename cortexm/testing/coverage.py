@@ -11,6 +11,15 @@ run's folder (kernels/runner/coverage.c, one file of records); `absorb` turns th
 .gcda files and merges them into the runner's total with the toolchain's gcov-tool. On
 the host, libgcov accumulates them beside the objects itself. Runs of one runner must
 not overlap. The toolchain's gcov (its JSON output) gives the counts.
+
+The runner also writes its value counters (kernels/runner/value_counters.h: per call site
+of CMSIS-NN's requantize and MVE clamps, the values, the exact half steps met and, per lane,
+the values a clamp changed), where a branch count says nothing; `absorb` sums them and
+`values` lists them per site.
+
+A core's runs are also kept one by one (the files each run executed, with its program's
+name and size), so `attribute` can say which branch arcs only the exhaustive scope's
+programs take, and the smallest program that takes each: the case to add to a quick suite.
 """
 
 from __future__ import annotations
@@ -38,7 +47,13 @@ class FileCoverage:
 
 
 TOTAL = "coverage-total"  # in the runner's build folder: the merged counters of every run so far
+RUNS = "coverage-runs"  # beside it: each run's own counters (only the files it executed) and its program
 NEVER = "branches-never-taken.txt"  # beside lcov.info: each branch no run took, with its line
+VALUES = "value-counters.json"  # beside it: every run's value counters, summed per call site
+VALUE_SITES = "value-counters.txt"  # beside lcov.info: each call site's value counters, with its line
+VALUE_KINDS = {"R": "requantize", "L": "lower clamp", "U": "upper clamp"}  # kernels/runner/value_counters.h
+SCOPE_ONLY = "branches-only-the-scope-takes.txt"  # beside it: arcs no case outside the scope took
+COUNTER_TAGS = range(0x01A10000, 0x01B10000, 0x20000)  # gcov-io.h: GCOV_TAG_FOR_COUNTER(0..7)
 WANTED = ("executorch/backends/cortex_m/ops/", "cmsis-nn/Source/", "cmsis-nn/Include/")
 
 
@@ -47,18 +62,21 @@ def reset(runner) -> None:
     work = runner.work()
     if work is not None:
         shutil.rmtree(work / TOTAL, ignore_errors=True)
+        shutil.rmtree(work / RUNS, ignore_errors=True)
+        (work / VALUES).unlink(missing_ok=True)
         for gcda in work.rglob("*.gcda"):
             gcda.unlink()
 
 
-def absorb(runner, records: bytes) -> None:
-    """Adds one run's counters (the runner's coverage.bin) to the runner's total."""
+def absorb(runner, records: bytes, program: Path | None = None) -> None:
+    """Adds one run's counters (the runner's coverage.bin) to the runner's total, and keeps
+    them apart, named by the `program` that ran."""
     work = runner.work()
     if work is None:
         return
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         run = Path(tmp) / "run"
-        name, offset = None, 0
+        name, offset, values = None, 0, []
         while offset < len(records):
             tag = records[offset:offset + 1]
             (length,) = struct.unpack_from("<I", records, offset + 1)
@@ -71,6 +89,12 @@ def absorb(runner, records: bytes) -> None:
             elif tag == b"D" and name is not None:
                 with open(name, "ab") as f:
                     f.write(data)
+            elif tag == b"V":
+                values.append(data)
+        if values:
+            _add_values(work / VALUES, values)
+        if program is not None:
+            _keep(run, work / RUNS, program)
         total = work / TOTAL
         if not total.exists():
             run.rename(total)
@@ -79,6 +103,96 @@ def absorb(runner, records: bytes) -> None:
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise CortexmError(f"gcov-tool could not merge a run's counters: {(done.stderr.strip().splitlines() or [''])[-1]}")
+
+
+def _add_values(path: Path, records: list[bytes]) -> None:
+    """A run's 'V' records (kind, line, five counts, file name) added to the sums in `path`."""
+    sums = json.loads(path.read_text()) if path.is_file() else {}
+    for data in records:
+        kind, line, *counts = struct.unpack_from("<7I", data)
+        key = f"{chr(kind)} {data[28:].decode(errors='replace')}:{line}"
+        sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 5), counts)]
+    path.write_text(json.dumps(sums))
+
+
+@dataclass(frozen=True)
+class ValueSite:
+    kind: str  # a VALUE_KINDS name
+    path: str  # relative to its tree, as FileCoverage's
+    line: int
+    counts: tuple[int, ...]  # requantize: values, rounded up, half steps >= 0, < 0; clamp: vectors, per lane changed
+
+    def never(self) -> str | None:
+        """What this site never did, if anything a boundary case should make it do."""
+        if self.kind == "requantize":
+            missing = [s for s, n in (("+", self.counts[2]), ("-", self.counts[3])) if not n]
+            return f"no {' or '.join(missing)} half step" if missing else None
+        lanes = [str(k) for k, n in enumerate(self.counts[1:]) if not n]
+        return f"changed no value in lane {', '.join(lanes)}" if lanes else None
+
+    def describe(self) -> str:
+        c = self.counts
+        if self.kind == "requantize":
+            return f"{c[0]:,} values, {c[1]:,} rounded up, half steps +{c[2]:,} -{c[3]:,}"
+        return f"{c[0]:,} vectors, lanes {'raised' if self.kind == 'lower clamp' else 'lowered'} " + " ".join(f"{n:,}" for n in c[1:])
+
+
+def values(runner, out_dir: Path) -> list[ValueSite]:
+    """The runner's value counters per call site (empty when it kept none: a hosted core, or a
+    runner without counters); written to OUT/VALUE_SITES with each site's source line."""
+    work = runner.work()
+    if work is None or not (work / VALUES).is_file():
+        return []
+    roots = _roots(runner.trees())
+    sums = json.loads((work / VALUES).read_text())
+    lost = sum(counts[0] for key, counts in sums.items() if key.startswith("X "))
+    sites = sorted((ValueSite(VALUE_KINDS[key[0]], _relative(Path(where.rsplit(":", 1)[0]), roots),
+                              int(where.rsplit(":", 1)[1]), tuple(counts))
+                    for key, counts in sums.items() if key[0] in VALUE_KINDS for where in [key[2:]]),
+                   key=lambda site: (site.path, site.line, site.kind))
+    out = []
+    for site in sites:
+        source = _source_lines(site.path, roots)
+        text = source[site.line - 1].strip() if 0 < site.line <= len(source) else ""
+        never = site.never()
+        out.append(f"{site.path}:{site.line} {site.kind}: {site.describe()}{f' ({never})' if never else ''}: {text}")
+    if lost:
+        out.append(f"(call sites lost in runs whose table was full: {lost})")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / VALUE_SITES).write_text("\n".join(out) + ("\n" if out else ""))
+    return sites
+
+
+def _keep(run: Path, runs: Path, program: Path) -> None:
+    """A copy of the .gcda files a run executed, under RUNS/<sequence>/, with its program."""
+    kept = runs / f"{len(list(runs.glob('*'))) if runs.is_dir() else 0:06d}"
+    for gcda in run.rglob("*.gcda"):
+        if _executed(gcda.read_bytes()):
+            target = kept / gcda.relative_to(run)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(gcda, target)
+    kept.mkdir(parents=True, exist_ok=True)
+    # NAME.isolated.pte is the memory oracle's build of NAME's program (cortexm.lowering.export).
+    name = program.name.removesuffix(".pte").removesuffix(".isolated")
+    main = program.with_name(f"{name}.pte")
+    size = (main if main.is_file() else program).stat().st_size
+    (kept / "program.json").write_text(json.dumps({"name": name, "bytes": size}))
+
+
+def _executed(gcda: bytes) -> bool:
+    """Whether a .gcda holds any non-zero counter (GCC 12's format: a 16-byte header, then
+    records of tag, length in bytes and data; a counter record of negative length is that
+    many zero counters)."""
+    offset = 16
+    while offset + 8 <= len(gcda):
+        tag, length = struct.unpack_from("<Ii", gcda, offset)
+        offset += 8
+        if length < 0:
+            continue
+        if tag in COUNTER_TAGS and any(gcda[offset:offset + length]):
+            return True
+        offset += length
+    return False
 
 
 def collect(runner, out_dir: Path) -> list[FileCoverage]:
@@ -96,15 +210,35 @@ def collect(runner, out_dir: Path) -> list[FileCoverage]:
             target = Path("/") / gcda.relative_to(total)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(gcda, target)
-    roots = {"executorch": Path(trees["executorch-runtime"]), "cmsis-nn": Path(trees["cmsis-nn"])}
+    roots = _roots(trees)
+    notes = [*(work / "CMakeFiles" / "cortex_m_kernels.dir").rglob("*.gcno"), *(work / "cmsis-nn").rglob("*.gcno")]
+    lines, functions, branches = _read(gcov, [note.with_suffix(".gcda") for note in notes], work, roots)
+    files = [FileCoverage(path, len(lines[path]), sum(1 for c in lines[path].values() if c),
+                          len(functions.get(path, {})), sum(1 for c in functions.get(path, {}).values() if c),
+                          sum(len(a) for a in branches.get(path, {}).values()),
+                          sum(1 for a in branches.get(path, {}).values() for c in a if c))
+             for path in sorted(lines)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "lcov.info").write_text(_lcov(lines, functions, branches, roots))
+    (out_dir / "cobertura.xml").write_text(_cobertura(lines, branches, roots))
+    (out_dir / NEVER).write_text(_never_taken(lines, branches, roots))
+    return files
+
+
+def _roots(trees: dict) -> dict[str, Path]:
+    return {"executorch": Path(trees["executorch-runtime"]), "cmsis-nn": Path(trees["cmsis-nn"])}
+
+
+def _read(gcov: str, gcdas: list[Path], work: Path, roots: dict[str, Path]) -> tuple[dict, dict, dict]:
+    """gcov's counts of the given .gcda files (each beside its .gcno): per wanted source file,
+    line -> count, (line, function) -> count, and line -> the counts of its branch arcs (an
+    inline function's copies summed arc by arc)."""
     lines: dict[str, dict[int, int]] = {}
     functions: dict[str, dict[tuple[int, str], int]] = {}
-    # path -> line -> the counts of its branch arcs (an inline function's copies summed arc by arc)
     branches: dict[str, dict[int, list[int]]] = {}
-    notes = [*(work / "CMakeFiles" / "cortex_m_kernels.dir").rglob("*.gcno"), *(work / "cmsis-nn").rglob("*.gcno")]
-    for note in notes:
+    for gcda in gcdas:
         # --branch-probabilities: without it gcov's JSON leaves every line's branches empty.
-        done = subprocess.run([gcov, "--branch-probabilities", "--json-format", "--stdout", str(note.with_suffix(".gcda"))],
+        done = subprocess.run([gcov, "--branch-probabilities", "--json-format", "--stdout", str(gcda)],
                               cwd=work, capture_output=True, text=True, timeout=120)
         if done.returncode != 0 or not done.stdout.strip():
             continue
@@ -128,16 +262,53 @@ def collect(runner, out_dir: Path) -> list[FileCoverage]:
                 for fn in f["functions"]:
                     key = (fn["start_line"], fn.get("demangled_name", fn["name"]))
                     file_functions[key] = file_functions.get(key, 0) + fn["execution_count"]
-    files = [FileCoverage(path, len(lines[path]), sum(1 for c in lines[path].values() if c),
-                          len(functions.get(path, {})), sum(1 for c in functions.get(path, {}).values() if c),
-                          sum(len(a) for a in branches.get(path, {}).values()),
-                          sum(1 for a in branches.get(path, {}).values() for c in a if c))
-             for path in sorted(lines)]
+    return lines, functions, branches
+
+
+def attribute(runner, out_dir: Path, in_scope) -> list[str]:
+    """The branch arcs that only programs of the scope took (`in_scope(program name)`), each
+    with the smallest such program (fewest bytes), from the runs `absorb` kept; written to
+    OUT/SCOPE_ONLY and returned. Empty when no run of the scope was kept (a hosted core's
+    counters are not kept run by run)."""
+    work = runner.work()
+    runs = sorted((work / RUNS).glob("*")) if work is not None and (work / RUNS).is_dir() else []
+    if not runs or not any(in_scope(json.loads((run / "program.json").read_text())["name"]) for run in runs):
+        return []
+    roots = _roots(runner.trees())
+    outside: set[tuple[str, int, int]] = set()
+    first: dict[tuple[str, int, int], tuple[int, str]] = {}  # arc -> (bytes, program) of the smallest scope run
+    arcs_of: dict[tuple[str, int], int] = {}
+    for run in runs:
+        program = json.loads((run / "program.json").read_text())
+        gcdas = []
+        for gcda in run.rglob("*.gcda"):
+            note = Path("/") / gcda.relative_to(run).with_suffix(".gcno")
+            if note.is_file():
+                gcda.with_suffix(".gcno").unlink(missing_ok=True)
+                gcda.with_suffix(".gcno").symlink_to(note)  # gcov reads the notes beside the data
+                gcdas.append(gcda)
+        lines, _, branches = _read(_arm_tool("gcov"), gcdas, work, roots)
+        for path, by_line in branches.items():
+            for number, counts in by_line.items():
+                arcs_of[(path, number)] = max(arcs_of.get((path, number), 0), len(counts))
+                for k, count in enumerate(counts):
+                    if not count:
+                        continue
+                    arc = (path, number, k)
+                    if not in_scope(program["name"]):
+                        outside.add(arc)
+                    elif arc not in first or (program["bytes"], program["name"]) < first[arc]:
+                        first[arc] = (program["bytes"], program["name"])
+    out = []
+    for (path, number, k), (size, name) in sorted(first.items()):
+        if (path, number, k) in outside:
+            continue
+        source = _source_lines(path, roots)
+        text = source[number - 1].strip() if 0 < number <= len(source) else ""
+        out.append(f"{path}:{number} arc {k} of {arcs_of[(path, number)]}: {text}  <- {name} ({size:,} bytes)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "lcov.info").write_text(_lcov(lines, functions, branches, roots))
-    (out_dir / "cobertura.xml").write_text(_cobertura(lines, branches, roots))
-    (out_dir / NEVER).write_text(_never_taken(lines, branches, roots))
-    return files
+    (out_dir / SCOPE_ONLY).write_text("\n".join(out) + ("\n" if out else ""))
+    return out
 
 
 def _never_taken(lines: dict, branches: dict, roots: dict[str, Path]) -> str:
