@@ -183,7 +183,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             for simulator in options.simulators.values():
                 if not isinstance(simulator, str):
                     coverage.reset(simulator.runner)
-            options.sim_jobs = 1  # a core's runs must not write its counters at once
+            if any(core.hosted for core in cores):
+                options.sim_jobs = 1  # libgcov merges a hosted run's counters into the files beside the objects
         results = app.run(options, progress=progress)
     checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started

@@ -9,8 +9,9 @@ divide are inline functions there, compiled into each kernel (their counts are s
 On a Cortex-M core the runner writes its counters at the end of each run into the
 run's folder (kernels/runner/coverage.c, one file of records); `absorb` turns them into
 .gcda files and merges them into the runner's total with the toolchain's gcov-tool. On
-the host, libgcov accumulates them beside the objects itself. Runs of one runner must
-not overlap. The toolchain's gcov (its JSON output) gives the counts.
+the host, libgcov accumulates them beside the objects itself, so hosted runs of one runner
+must not overlap; on a core, runs overlap and `absorb` takes one run of a runner at a time.
+The toolchain's gcov (its JSON output) gives the counts.
 
 The runner also writes its value counters (kernels/runner/value_counters.h: per call site
 of CMSIS-NN's requantize and MVE clamps, the values, the exact half steps met and, per lane,
@@ -29,6 +30,8 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import threading
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +57,7 @@ VALUE_SITES = "value-counters.txt"  # beside lcov.info: each call site's value c
 VALUE_KINDS = {"R": "requantize", "L": "lower clamp", "U": "upper clamp"}  # kernels/runner/value_counters.h
 SCOPE_ONLY = "branches-only-the-scope-takes.txt"  # beside it: arcs no case outside the scope took
 COUNTER_TAGS = range(0x01A10000, 0x01B10000, 0x20000)  # gcov-io.h: GCOV_TAG_FOR_COUNTER(0..7)
+_ABSORBING: defaultdict[Path, threading.Lock] = defaultdict(threading.Lock)  # a runner's folder -> its runs, one at a time
 WANTED = ("executorch/backends/cortex_m/ops/", "cmsis-nn/Source/", "cmsis-nn/Include/")
 
 
@@ -74,7 +78,7 @@ def absorb(runner, records: bytes, program: Path | None = None) -> None:
     work = runner.work()
     if work is None:
         return
-    with tempfile.TemporaryDirectory(dir=work) as tmp:
+    with _ABSORBING[work], tempfile.TemporaryDirectory(dir=work) as tmp:
         run = Path(tmp) / "run"
         name, offset, values = None, 0, []
         while offset < len(records):
