@@ -131,7 +131,8 @@ def test_only_the_solvable_calls_are_solved():
 
 
 @pytest.mark.parametrize("case", ["conv2d_bounds", "conv2d_midpoints", "depthwise_conv2d_midpoints",
-                                  "depthwise_conv2d_dilated_bounds", "linear_bounds", "linear_midpoints"])
+                                  "depthwise_conv2d_dilated_bounds", "depthwise_conv2d_dilated_w_bounds", "linear_bounds",
+                                  "linear_midpoints"])
 def test_a_built_in_boundary_case_meets_every_target_in_every_channel(exported, case):
     """Each case has more independent windows than targets (the solver freezes a window once it
     lands one): with fewer, linear_midpoints met 4 of its 28 and no -0.5 at all."""

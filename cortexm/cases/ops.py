@@ -378,6 +378,13 @@ def _():
                  image(3, 10, 11))
 
 
+@register("depthwise_conv2d_dilated_w_bounds", "depthwise 2x2, dilation (1, 2), padding 1, ReLU6: dilated windows "
+          "cut by the right edge at odd and even distances (the generic path), every channel at both bounds",
+          data="bounds")
+def _():
+    return layer(nn.Sequential(nn.Conv2d(4, 4, 2, padding=1, dilation=(1, 2), groups=4), nn.ReLU6()), image(4, 6, 7))
+
+
 @register("linear_bounds", "fully connected 17->5, ReLU6, batch 24: outputs at both activation bounds", data="bounds")
 def _():
     return layer(nn.Sequential(nn.Linear(17, 5), nn.ReLU6()), vector(24, 17))
