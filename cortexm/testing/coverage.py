@@ -156,8 +156,7 @@ def values(runner, out_dir: Path) -> list[ValueSite]:
                    key=lambda site: (site.path, site.line, site.kind))
     out = []
     for site in sites:
-        source = _source_lines(site.path, roots)
-        text = source[site.line - 1].strip() if 0 < site.line <= len(source) else ""
+        text = _line(_source_lines(site.path, roots), site.line)
         never = site.never()
         out.append(f"{site.path}:{site.line} {site.kind}: {site.describe()}{f' ({never})' if never else ''}: {text}")
     if lost:
@@ -276,14 +275,14 @@ def attribute(runner, out_dir: Path, in_scope) -> list[str]:
     counters are not kept run by run)."""
     work = runner.work()
     runs = sorted((work / RUNS).glob("*")) if work is not None and (work / RUNS).is_dir() else []
-    if not runs or not any(in_scope(json.loads((run / "program.json").read_text())["name"]) for run in runs):
+    programs = {run: json.loads((run / "program.json").read_text()) for run in runs}
+    if not any(in_scope(program["name"]) for program in programs.values()):
         return []
-    roots = _roots(runner.trees())
+    roots, gcov = _roots(runner.trees()), _arm_tool("gcov")
     outside: set[tuple[str, int, int]] = set()
     first: dict[tuple[str, int, int], tuple[int, str]] = {}  # arc -> (bytes, program) of the smallest scope run
     arcs_of: dict[tuple[str, int], int] = {}
-    for run in runs:
-        program = json.loads((run / "program.json").read_text())
+    for run, program in programs.items():
         gcdas = []
         for gcda in run.rglob("*.gcda"):
             note = Path("/") / gcda.relative_to(run).with_suffix(".gcno")
@@ -291,7 +290,7 @@ def attribute(runner, out_dir: Path, in_scope) -> list[str]:
                 gcda.with_suffix(".gcno").unlink(missing_ok=True)
                 gcda.with_suffix(".gcno").symlink_to(note)  # gcov reads the notes beside the data
                 gcdas.append(gcda)
-        lines, _, branches = _read(_arm_tool("gcov"), gcdas, work, roots)
+        _, _, branches = _read(gcov, gcdas, work, roots)
         for path, by_line in branches.items():
             for number, counts in by_line.items():
                 arcs_of[(path, number)] = max(arcs_of.get((path, number), 0), len(counts))
@@ -307,8 +306,7 @@ def attribute(runner, out_dir: Path, in_scope) -> list[str]:
     for (path, number, k), (size, name) in sorted(first.items()):
         if (path, number, k) in outside:
             continue
-        source = _source_lines(path, roots)
-        text = source[number - 1].strip() if 0 < number <= len(source) else ""
+        text = _line(_source_lines(path, roots), number)
         out.append(f"{path}:{number} arc {k} of {arcs_of[(path, number)]}: {text}  <- {name} ({size:,} bytes)")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SCOPE_ONLY).write_text("\n".join(out) + ("\n" if out else ""))
@@ -323,7 +321,7 @@ def _never_taken(lines: dict, branches: dict, roots: dict[str, Path]) -> str:
         for number, arcs in sorted(branches.get(path, {}).items()):
             if not lines[path].get(number):
                 continue  # the line never ran: the line coverage says so already
-            text = source[number - 1].strip() if 0 < number <= len(source) else ""
+            text = _line(source, number)
             out += [f"{path}:{number} arc {k} of {len(arcs)}: {text}" for k, c in enumerate(arcs) if not c]
     return "\n".join(out) + ("\n" if out else "")
 
@@ -333,6 +331,11 @@ def _source_lines(path: str, roots: dict[str, Path]) -> list[str]:
         return Path(_absolute(path, roots)).read_text(errors="replace").splitlines()
     except OSError:
         return []
+
+
+def _line(source: list[str], number: int) -> str:
+    """Line `number` (from 1) of a source, stripped ("" past its end)."""
+    return source[number - 1].strip() if 0 < number <= len(source) else ""
 
 
 def never_taken(out_dir: Path) -> list[str]:
