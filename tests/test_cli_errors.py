@@ -55,6 +55,11 @@ def test_unknown_case_and_missing_arguments(tmp_path):
     _assert_one_line_error(run_cli("frobnicate"), "No such command")
 
 
+def test_an_option_without_the_one_it_qualifies():
+    _assert_one_line_error(run_cli("test", "--value-counters", "-k", "conv2d"), "--value-counters applies to --coverage")
+    _assert_one_line_error(run_cli("test", "--scope", "spatial=2", "-k", "conv2d"), "--scope applies to --grid exhaustive")
+
+
 def test_model_file_that_raises(tmp_path):
     model = tmp_path / "bad_model.py"
     model.write_text("import torch\n\ndef make():\n    raise ValueError('weights file not found')\n")

@@ -93,18 +93,25 @@ def _taken(lcov: Path) -> set[tuple[str, str, str]]:
     return taken
 
 
+def _counted(case: str, out: Path):
+    """A case run on the M7 and the M55 with value counters: the run, its JSON report, and the
+    data targets the solver met, by name (the same inputs go to every core)."""
+    report = out.parent / f"{case}.json"
+    done = run_cli("test", "-t", "cortex-m7", "-t", "cortex-m55", "-k", case, "--grid", "none",
+                   "--coverage", str(out), "--value-counters", "--json", str(report))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    meta = json.loads(report.read_text())
+    result = next(r for r in meta["results"] if r["core"] == "cortex-m7")
+    return done, meta, {name: int(met.split("/")[0]) for name, met in result["data_targets"]["inputs"][0]["by"].items()}
+
+
 def test_value_counters_see_the_half_steps_the_solver_placed_and_every_output_requantized(runners, tmp_path):
     """Judged by the case's data targets (Python's solver says which outputs it put exactly on a
     half step) and its shape: on each core, the linear call's requantize met at least those
     half steps in every boot, and on the M7 (one scalar requantize per output) it ran once per
     output per boot."""
-    out, report = tmp_path / "coverage", tmp_path / "report.json"
-    done = run_cli("test", "-t", "cortex-m7", "-t", "cortex-m55", "-k", "linear_midpoints", "--grid", "none",
-                   "--coverage", str(out), "--json", str(report))
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    meta = json.loads(report.read_text())
-    result = next(r for r in meta["results"] if r["core"] == "cortex-m7")
-    placed = {name: int(met.split("/")[0]) for name, met in result["data_targets"]["inputs"][0]["by"].items()}
+    out = tmp_path / "coverage"
+    done, meta, placed = _counted("linear_midpoints", out)
     positive, negative = placed["+0.5"] + placed["positive midpoint"], placed["-0.5"] + placed["negative midpoint"]
     assert positive > 0 and negative > 0
     outputs = 32 * 7  # batch 32, 13 -> 7 features
@@ -117,5 +124,25 @@ def test_value_counters_see_the_half_steps_the_solver_placed_and_every_output_re
         assert values == outputs * boots if core == "cortex-m7" else values >= outputs * boots
         assert (out / core / "value-counters.txt").read_text().count(" requantize: ") == len(sites)
     # The MVE clamps ran, each counted per lane; the M7 has none (its clamps are scalar MAX and MIN).
-    assert any(s["kind"] != "requantize" for s in meta["meta"]["value_counters"]["cortex-m55"])
-    assert all(s["kind"] == "requantize" for s in meta["meta"]["value_counters"]["cortex-m7"])
+    kinds = {core: {s["kind"] for s in meta["meta"]["value_counters"][core]} for core in ("cortex-m7", "cortex-m55")}
+    assert {"lower clamp", "upper clamp"} <= kinds["cortex-m55"]
+    assert {"MAX", "MIN"} <= kinds["cortex-m7"] and not {"lower clamp", "upper clamp"} & kinds["cortex-m7"]
+
+
+def test_value_counters_see_each_clamp_the_solver_drove_beyond_a_bound(runners, tmp_path):
+    """Judged by the case's data targets (the solver says which outputs it put beyond
+    activation_min and beyond activation_max) and its shape: the linear kernel's clamps (scalar
+    MAX and MIN; on the M55 also the MVE ones, per lane) raised and lowered at least those
+    outputs in every boot, and on the M7 its MAX ran once per output per boot."""
+    _, meta, placed = _counted("linear_bounds", tmp_path / "coverage")
+    assert placed["beyond min"] > 0 and placed["beyond max"] > 0
+    outputs = 24 * 5  # batch 24, 17 -> 5 features
+    kernel = "cmsis-nn/Source/NNSupportFunctions/arm_nn_vec_mat_mult_t_s8.c"
+    for core in ("cortex-m7", "cortex-m55"):
+        boots = meta["meta"]["boots"][core]
+        sites = [s for s in meta["meta"]["value_counters"][core] if s["path"] == kernel]
+        raised, lowered = (sum(sum(s["counts"][1:]) for s in sites if s["kind"] in kinds)
+                           for kinds in (("MAX", "lower clamp"), ("MIN", "upper clamp")))
+        assert raised >= placed["beyond min"] * boots and lowered >= placed["beyond max"] * boots, (core, sites)
+        if core == "cortex-m7":
+            assert sum(s["counts"][0] for s in sites if s["kind"] == "MAX") == outputs * boots, sites

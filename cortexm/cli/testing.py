@@ -77,13 +77,15 @@ def _print_values(core: str, sites: list, listed: Path) -> None:
     """A core's value counters in a few lines: the roundings that met a half step, the clamps
     that changed a value in every lane, and the first sites that never did."""
     rounding = [s for s in sites if s.kind == "requantize"]
-    clamps = [s for s in sites if s.kind != "requantize"]
+    clamps = [s for s in sites if s.kind in ("lower clamp", "upper clamp")]
+    choices = [s for s in sites if s.kind in ("MAX", "MIN")]
     if not sites:
         return
     click.echo(f"{core}: value counters: {len(rounding)} requantize call sites ran, "
                f"{sum(1 for s in rounding if s.counts[2])} met a positive half step, "
                f"{sum(1 for s in rounding if s.counts[3])} a negative one; {len(clamps)} MVE clamp sites ran, "
-               f"{sum(1 for s in clamps if not s.never())} changed a value in every lane (per site: {listed})")
+               f"{sum(1 for s in clamps if not s.never())} changed a value in every lane; {len(choices)} MAX and MIN "
+               f"sites ran, {sum(1 for s in choices if not s.never())} changed a value (per site: {listed})")
     never = [s for s in sites if s.never()]
     if never:
         click.echo("\n".join(f"  {s.path}:{s.line} {s.kind}: {s.never()}" for s in never[:10]))
@@ -132,6 +134,10 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @click.option("--coverage", "coverage_dir", type=click.Path(file_okay=False),
               help="Build the runners with gcov counters and write, per core, which lines and functions of the "
                    "cortex_m kernels and CMSIS-NN ran: DIR/<core>/cobertura.xml, lcov.info and a table.")
+@click.option("--value-counters", is_flag=True,
+              help="With --coverage, on a core: also count, per call site, the requantize's roundings (exact half "
+                   "steps) and the values each clamp, MAX and MIN changed: DIR/<core>/value-counters.txt. The counting "
+                   "changes how CMSIS-NN is optimised, so its branch counts differ from a run without it.")
 @click.option("--baseline", type=click.Path(dir_okay=False),
               help="An earlier run's --json report: report every case whose instructions changed beyond "
                    "--max-slowdown, either way, with the call that changed most (slower fails), and runners that grew.")
@@ -141,16 +147,19 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @cases_timeout_option
 @shard_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, goldens, library_path, junit, json_path, jobs,
-             executorch_src, cmsis_nn_src, offline, coverage_dir, baseline, max_slowdown, per_mac, lowering, timeout,
-             shard) -> int:
+             executorch_src, cmsis_nn_src, offline, coverage_dir, value_counters, baseline, max_slowdown, per_mac,
+             lowering, timeout, shard) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
+    from cortexm.firmware import BuildOptions
     from cortexm.lowering import backend_source
     from cortexm.testing import app, perf, simulate
     from cortexm.testing.summary import print_changes, print_per_mac, print_summary
 
     # Before any work: where the reports go, what the given programs are called, the baseline.
     reports = outputs.check({"--json": json_path, "--junit": junit})
+    if value_counters and not coverage_dir:
+        raise CortexmError("--value-counters applies to --coverage DIR")
     threshold = perf.parse_threshold(max_slowdown)
     earlier = perf.load_baseline(baseline) if baseline else None
     coverage_out = manifest.OwnedFolder(Path(coverage_dir), ".cortexm-coverage.json", "--coverage folder", False,
@@ -175,8 +184,9 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             library=library.load(library_path) if library_path else None,
             jobs=max(1, jobs), grid=grid, shard=shard,
         )
+        build = BuildOptions(coverage=bool(coverage_dir), value_counters=value_counters)
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
-                                                 coverage=bool(coverage_dir), timeout=timeout)
+                                                 build=build, timeout=timeout)
         if coverage_dir:
             from cortexm.testing import coverage
 

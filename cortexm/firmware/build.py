@@ -53,6 +53,7 @@ class BuildOptions:
     extra_sources: tuple[str, ...] = ()
     link_options: tuple[str, ...] = ()
     coverage: bool = False  # gcov counters in the cortex_m kernels and CMSIS-NN (cortexm.testing.coverage)
+    value_counters: bool = False  # with coverage on a core: kernels/runner/value_counters.h
 
     def __post_init__(self) -> None:
         # build.json stores lists; keep options comparable whatever they were read from.
@@ -67,6 +68,7 @@ class BuildOptions:
             f"-DCORTEXM_EXTRA_SOURCES={';'.join(self.extra_sources)}",
             f"-DCORTEXM_EXTRA_LINK_OPTIONS={';'.join(self.link_options)}",
             f"-DCORTEXM_COVERAGE={'ON' if self.coverage else 'OFF'}",
+            f"-DCORTEXM_VALUE_COUNTERS={'ON' if self.value_counters else 'OFF'}",
         ]
 
     def extra_digest(self) -> str:
@@ -176,6 +178,8 @@ def build_runner(
     # (a clone, a worktree) with other content gets a folder of its own.
     shared = {k: v for k, v in inputs.items() if k not in ("project", "options", "executorch", "cmsis-nn")}
     shared["coverage"] = options.coverage  # compiled otherwise throughout: a folder of its own
+    if options.value_counters:  # so are value counters (absent when off: older folders keep their key)
+        shared["value_counters"] = True
     work_key = _digest({**shared, "paths": [str(et), str(nn), str(paths.kernels()), str(paths.boards())]})[:12]
     inputs["ops"] = list(selected)
     key = _digest(inputs)[:20]

@@ -13,10 +13,10 @@ the host, libgcov accumulates them beside the objects itself, so hosted runs of 
 must not overlap; on a core, runs overlap and `absorb` takes one run of a runner at a time.
 The toolchain's gcov (its JSON output) gives the counts.
 
-The runner also writes its value counters (kernels/runner/value_counters.h: per call site
-of CMSIS-NN's requantize and MVE clamps, the values, the exact half steps met and, per lane,
-the values a clamp changed), where a branch count says nothing; `absorb` sums them and
-`values` lists them per site.
+A runner built with value counters also writes them (kernels/runner/value_counters.h: per
+call site of CMSIS-NN's requantize, MVE clamps, MAX and MIN, the values, the exact half steps
+met and the values a clamp or MAX/MIN changed, per lane for MVE), where a branch count says
+nothing; `absorb` sums them and `values` lists them per site.
 
 A core's runs are also kept one by one (the files each run executed, with its program's
 name and size), so `attribute` can say which branch arcs only the exhaustive scope's
@@ -54,7 +54,7 @@ RUNS = "coverage-runs"  # beside it: each run's own counters (only the files it 
 NEVER = "branches-never-taken.txt"  # beside lcov.info: each branch no run took, with its line
 VALUES = "value-counters.json"  # beside it: every run's value counters, summed per call site
 VALUE_SITES = "value-counters.txt"  # beside lcov.info: each call site's value counters, with its line
-VALUE_KINDS = {"R": "requantize", "L": "lower clamp", "U": "upper clamp"}  # kernels/runner/value_counters.h
+VALUE_KINDS = {"R": "requantize", "L": "lower clamp", "U": "upper clamp", "M": "MAX", "N": "MIN"}  # value_counters.h
 SCOPE_ONLY = "branches-only-the-scope-takes.txt"  # beside it: arcs no case outside the scope took
 COUNTER_TAGS = range(0x01A10000, 0x01B10000, 0x20000)  # gcov-io.h: GCOV_TAG_FOR_COUNTER(0..7)
 _ABSORBING: defaultdict[Path, threading.Lock] = defaultdict(threading.Lock)  # a runner's folder -> its runs, one at a time
@@ -124,13 +124,17 @@ class ValueSite:
     kind: str  # a VALUE_KINDS name
     path: str  # relative to its tree, as FileCoverage's
     line: int
-    counts: tuple[int, ...]  # requantize: values, rounded up, half steps >= 0, < 0; clamp: vectors, per lane changed
+    # requantize: values, rounded up, half steps >= 0, < 0; clamp: vectors, per lane changed;
+    # MAX(a, b) / MIN(a, b): calls, times b was chosen (b > a / b < a)
+    counts: tuple[int, ...]
 
     def never(self) -> str | None:
         """What this site never did, if anything a boundary case should make it do."""
         if self.kind == "requantize":
             missing = [s for s, n in (("+", self.counts[2]), ("-", self.counts[3])) if not n]
             return f"no {' or '.join(missing)} half step" if missing else None
+        if self.kind in ("MAX", "MIN"):
+            return None if self.counts[1] else f"never b {'>' if self.kind == 'MAX' else '<'} a"
         lanes = [str(k) for k, n in enumerate(self.counts[1:]) if not n]
         return f"changed no value in lane {', '.join(lanes)}" if lanes else None
 
@@ -138,6 +142,8 @@ class ValueSite:
         c = self.counts
         if self.kind == "requantize":
             return f"{c[0]:,} values, {c[1]:,} rounded up, half steps +{c[2]:,} -{c[3]:,}"
+        if self.kind in ("MAX", "MIN"):
+            return f"{c[0]:,} calls, b {'>' if self.kind == 'MAX' else '<'} a in {c[1]:,}"
         return f"{c[0]:,} vectors, lanes {'raised' if self.kind == 'lower clamp' else 'lowered'} " + " ".join(f"{n:,}" for n in c[1:])
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from cortexm.base.errors import CortexmError, StorageError
 from cortexm.base.targets import Core
 from cortexm.testing.app import SimOutcome
+
+if TYPE_CHECKING:
+    from cortexm.firmware import BuildOptions
 
 
 class RunnerSimulator:
@@ -56,9 +59,9 @@ class RunnerSimulator:
 
 def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn_src: str | None,
                progress: Callable[[str], None], fvp: str | None = None,
-               coverage: bool = False, timeout: float | None = None) -> dict[str, RunnerSimulator | str]:
-    """core name -> a simulator with its runner built (with gcov counters for `coverage`), or
-    the one-line reason there is none."""
+               build: BuildOptions | None = None, timeout: float | None = None) -> dict[str, RunnerSimulator | str]:
+    """core name -> a simulator with its runner built (with `build`'s options, e.g. gcov
+    counters), or the one-line reason there is none."""
     if sim == "none":
         return {c.name: "--sim none" for c in cores}
     from cortexm import sim as simulators_pkg
@@ -72,7 +75,7 @@ def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn
             simulator.require(core)  # an absent simulator says so before a runner is built for it
             progress(f"runner for {core.name} ({sim} {board})")
             runner = build_runner(core, board=board, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
-                                  options=BuildOptions(coverage=coverage), progress=progress)
+                                  options=build or BuildOptions(), progress=progress)
             found[core.name] = RunnerSimulator(core, sim, runner, fvp, executorch_src, cmsis_nn_src, timeout)
         except StorageError:
             raise  # a full or read-only cache stops the run: no result is "not run" for it

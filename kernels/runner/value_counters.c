@@ -58,6 +58,14 @@ void cortexm_count_clamp(int kind, const char* file, int line, const int32_t* va
   }
 }
 
+void cortexm_count_choice(int kind, const char* file, int line, int second) {
+  struct cortexm_value_site* site = site_of(kind, file, line);
+  if (site != NULL) {
+    site->count[0]++;
+    site->count[1] += second != 0;
+  }
+}
+
 void cortexm_value_sites(void (*emit)(const struct cortexm_value_site* site, void* context), void* context) {
   for (uint32_t k = 0; k < SITES; k++) {
     if (sites[k].file != NULL) {

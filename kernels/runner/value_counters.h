@@ -20,6 +20,26 @@
 
 void cortexm_count_rounding(const char* file, int line, int32_t dividend, int32_t exponent);
 void cortexm_count_clamp(int kind, const char* file, int line, const int32_t* value, const int32_t* bound);
+void cortexm_count_choice(int kind, const char* file, int line, int second);
+
+/* MAX and MIN as arm_nnsupportfunctions.h defines them (the same result type), each operand
+ * evaluated once. Its own inline functions were compiled above with the originals. */
+#undef MAX
+#undef MIN
+#define MAX(A, B)                                                    \
+  ({                                                                 \
+    __auto_type cortexm_a_ = (A);                                    \
+    __auto_type cortexm_b_ = (B);                                    \
+    cortexm_count_choice('M', __FILE__, __LINE__, cortexm_b_ > cortexm_a_); \
+    cortexm_a_ > cortexm_b_ ? cortexm_a_ : cortexm_b_;               \
+  })
+#define MIN(A, B)                                                    \
+  ({                                                                 \
+    __auto_type cortexm_a_ = (A);                                    \
+    __auto_type cortexm_b_ = (B);                                    \
+    cortexm_count_choice('N', __FILE__, __LINE__, cortexm_b_ < cortexm_a_); \
+    cortexm_a_ < cortexm_b_ ? cortexm_a_ : cortexm_b_;               \
+  })
 
 /* The requantize's division, as arm_nn_requantize computes it (no single rounding, no assembly). */
 static inline void cortexm_count_requantize(const char* file, int line, int32_t val, int32_t multiplier, int32_t shift) {

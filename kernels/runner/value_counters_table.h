@@ -7,7 +7,7 @@
 struct cortexm_value_site {
   const char* file; /* __FILE__ of the call; NULL: a free entry */
   uint32_t line;
-  uint32_t kind; /* 'R', 'L', 'U'; 'X': count[0] sites were lost (the table was full) */
+  uint32_t kind; /* 'R', 'L', 'U', 'M', 'N'; 'X': count[0] sites were lost (the table was full) */
   uint32_t count[5];
 };
 
