@@ -47,6 +47,22 @@ def test_installed_executorch_is_the_pinned_one():
     assert check.ok is not False, check.detail
 
 
+@pytest.mark.parametrize("same", [True, False])
+def test_a_toolchain_of_another_release_than_the_pin_is_named(tmp_path, monkeypatch, same):
+    """The check compares the compiler's own -dumpversion with the pin's release (a stand-in
+    compiler prints each version: the check must not depend on which one this machine has)."""
+    pinned = pins.load()["toolchain"]
+    major, minor = pinned["version"].split(".")[:2]  # "15.2.rel1"
+    version, ok = (f"{major}.{minor}.1", True) if same else (f"{int(major) - 3}.{minor}.1", False)
+    gcc = tmp_path / "stand-in-gcc"
+    gcc.write_text(f"#!/bin/sh\necho {version}\n")
+    gcc.chmod(0o755)
+    monkeypatch.setenv("CORTEXM_TOOLCHAIN_PREFIX", str(tmp_path / "stand-in-"))
+    check = pins.check_toolchain(pins.load())
+    assert check.ok is ok and check.detail.startswith(version)
+    assert ok or f"pin is {pinned['name']} {pinned['version']}" in check.detail
+
+
 def test_cmsis_nn_pin_matches_executorch_tree_and_content(tmp_path):
     data = pins.load()
     tree = sources.locate(sources.EXECUTORCH)

@@ -19,7 +19,7 @@ def pins(executorch_src: str | None, as_json: bool) -> int:
 
     data = pinmod.load()
     checks = [pinmod.check_installed_executorch(data), *pinmod.check_installed_wheel_versions(data),
-              *pinmod.check_wheel_files(data)]
+              *pinmod.check_wheel_files(data), pinmod.check_toolchain(data)]
     tree = sources.locate(sources.EXECUTORCH, executorch_src)
     if tree.path is not None:
         checks.append(pinmod.check_cmsis_nn_pin_in_tree(data, tree.path))

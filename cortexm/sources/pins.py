@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -170,6 +171,22 @@ def check_wheel_files(pins: dict[str, Any]) -> list[Check]:
     if not checks:
         checks.append(Check("wheel files", None, f"none of the pinned wheel files is in {', '.join(map(str, wheel_folders()))}"))
     return checks
+
+
+def check_toolchain(pins: dict[str, Any]) -> Check:
+    """Is the arm-none-eabi-gcc runners are built with the pinned release (major.minor)? Another
+    GCC compiles CMSIS-NN otherwise: up to 12.2 it has no MVE softmax (ARM_GCC_12_2_ICE)."""
+    from cortexm.firmware import tools
+
+    want = pins["toolchain"]["version"]  # "15.2.rel1"
+    gcc = tools.toolchain_prefix() + "gcc"
+    try:
+        got = subprocess.run([gcc, "-dumpversion"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        return Check(f"installed {gcc}", None, "not found")
+    ok = got.split(".")[:2] == want.split(".")[:2]
+    return Check(f"installed {gcc}", ok, got + ("" if ok else f", pin is {pins['toolchain']['name']} {want}: "
+                                                 "CMSIS-NN compiles to other code with it"))
 
 
 def check_cmsis_nn_pin_in_tree(pins: dict[str, Any], executorch_src: Path) -> Check:
