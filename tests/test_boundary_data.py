@@ -124,6 +124,30 @@ def test_bounds_show_a_missing_clamp(monkeypatch, index):
         "no more outputs beyond a bound than random data gives: a missing clamp would not show"
 
 
+def test_bounds_go_beyond_each_bound_at_every_pixel_position_in_every_channel_lane():
+    """The MVE depthwise kernel clamps four pixels with four call sites, four channels a vector
+    (lanes): a target tied to one pixel position leaves the other sites' clamps unjudged (a
+    depthwise whose second pixel lost its upper clamp passed). Judged with the oracle: for each
+    channel lane (mod 4) and each pixel position (mod 4), some output is beyond each bound (a
+    target kind tied to one position met 9 and 10 of the 16)."""
+    rng = np.random.default_rng(SEED + 2)
+    pairs = [_multiplier(s) for s in rng.uniform(0.002, 0.003, 16)]  # random inputs reach 3 and 5 of the 16
+    args = dict(input_offset=5, output_offset=-7, activation_min=-100, activation_max=90,
+                input=Tensor(rng.integers(-128, 128, (1, 16, 8, 8)).astype(np.int8), CHANNELS_LAST),
+                weight=contiguous(rng.integers(-127, 128, (1, 3, 3, 16)).astype(np.int8)),
+                bias=contiguous(rng.integers(-3000, 3000, 16).astype(np.int32)), stride=[1, 1], padding=[1, 1],
+                dilation=[1, 1], depth_multiplier=1,
+                requantize_multipliers=contiguous(np.array([m for m, _ in pairs], np.int32)),
+                requantize_shifts=contiguous(np.array([e for _, e in pairs], np.int32)))
+    op, out = "cortex_m::quantized_depthwise_conv2d", Tensor(np.zeros((1, 16, 8, 8), np.int8), CHANNELS_LAST)
+    solved, met = solve.solve("bounds", op, args, out, seed=SEED)
+    assert met["met"] == met["targets"], met
+    wide = _outputs(op, dict(args, activation_min=-128, activation_max=127), out, solved).reshape(16, 64)
+    for beyond in (wide > args["activation_max"], wide < args["activation_min"]):
+        met_at = {(c % 4, p % 4) for c, p in zip(*np.nonzero(beyond))}
+        assert met_at == {(lane, position) for lane in range(4) for position in range(4)}, sorted(met_at)
+
+
 def test_only_the_solvable_calls_are_solved():
     with pytest.raises(ValueError):
         solve.solve("bounds", "cortex_m::quantized_add", {}, contiguous(np.zeros(1, np.int8)), seed=1)
@@ -131,8 +155,8 @@ def test_only_the_solvable_calls_are_solved():
 
 
 @pytest.mark.parametrize("case", ["conv2d_bounds", "conv2d_midpoints", "depthwise_conv2d_midpoints",
-                                  "depthwise_conv2d_dilated_bounds", "depthwise_conv2d_dilated_w_bounds", "linear_bounds",
-                                  "linear_midpoints"])
+                                  "depthwise_conv2d_bounds", "depthwise_conv2d_dilated_bounds",
+                                  "depthwise_conv2d_dilated_w_bounds", "linear_bounds", "linear_midpoints"])
 def test_a_built_in_boundary_case_meets_every_target_in_every_channel(exported, case):
     """Each case has more independent windows than targets (the solver freezes a window once it
     lands one): with fewer, linear_midpoints met 4 of its 28 and no -0.5 at all."""

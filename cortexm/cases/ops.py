@@ -368,7 +368,14 @@ def _():
 @register("depthwise_conv2d_midpoints", "3x3 depthwise, 7 channels, padding 1 (CMSIS-NN's 3x3 path on DSP): "
           "requantize on rounding half steps in every channel", data="midpoints")
 def _():
-    return layer(nn.Conv2d(7, 7, 3, padding=1, groups=7), image(7, 6, 5))
+    return layer(nn.Conv2d(7, 7, 3, padding=1, groups=7), image(7, 8, 7))
+
+
+@register("depthwise_conv2d_bounds", "3x3 depthwise, 16 channels, padding 1, ReLU6 (the DSP 3x3 path; on MVE the "
+          "kernel that clamps 4 pixels x 4 channels): every channel lane beyond both bounds at every pixel position",
+          data="bounds")
+def _():
+    return layer(nn.Sequential(nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU6()), image(16, 8, 8))
 
 
 @register("depthwise_conv2d_dilated_bounds", "depthwise with multiplier 2, 3x3, dilation (2, 1), padding (1, 2), "

@@ -12,7 +12,7 @@ target an output element of the target's channel is chosen and the inputs of its
 still free are moved until its accumulator lands in the target's interval; they are then
 frozen, so later targets cannot undo it. Targets, per output channel (so every lane
 position of CMSIS-NN's SIMD loops meets each; the elements chosen rotate through pixel
-positions mod 4 too):
+positions mod 4 too, shifted per channel, so each lane meets each target at each position):
 
   bounds     the requantized value beyond activation_max and beyond activation_min (where
              the clamp changes it), and exactly on each
@@ -259,10 +259,14 @@ def solve(kind: str, op: str, args: dict, out: Tensor, seed: int) -> tuple[np.nd
             name = wanted[c][k]
             tally = by.setdefault(name, [0, 0])
             tally[1] += 1
-            # Most free inputs first; among those, rotate through pixel positions (the SIMD
-            # kernels pair or group pixels).
+            # Most free inputs first; among those, the pixel position (mod 4: the SIMD kernels
+            # pair pixels or group four, each position its own clamp) this target meets in this
+            # channel: it shifts with the target and the channel, and once more every four
+            # channels, so with 16 channels each target meets every position in every channel
+            # lane (mod 4), with 4 every position.
+            where = (k + c + c // 4) % 4
             order = sorted((e for e in elements[c] if e not in used),
-                           key=lambda e: (-int(free[acc.idx[e]][acc.w[e] != 0].sum()), acc.position[e] % 4 != k % 4))
+                           key=lambda e: (-int(free[acc.idx[e]][acc.w[e] != 0].sum()), acc.position[e] % 4 != where))
             for e in order[:16]:
                 interval = next((iv for n, iv in targets(acc, e, kind, random.Random(f"{seed}:{c}:{k}"),
                                                          int(reach_lo[e]), int(reach_hi[e])) if n == name), None)
