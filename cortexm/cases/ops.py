@@ -76,6 +76,13 @@ def _():
     return layer(nn.Conv2d(16, 8, 1), image(16, 6, 6))
 
 
+@register("conv2d_one_input_channel_1x1", "1x1 convolution of one channel to 4 (lowered as a depthwise conv; "
+          "on MVE its scratch is sized from the wrong filter dims)",
+          known_failures=(defects.EXECUTORCH_DEPTHWISE_ONE_CHANNEL_SCRATCH,))
+def _():
+    return layer(nn.Conv2d(1, 4, 1), image(1, 5, 6))
+
+
 @register("conv2d_1xn", "1x3 kernel over a 1-row input (CMSIS-NN's 1xN path)")
 def _():
     return layer(nn.Conv2d(8, 8, (1, 3), padding=(0, 1)), image(8, 1, 16))

@@ -274,6 +274,12 @@ KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
         (lambda p: p["pad"][0] > p["k"][0] - p["stride"][0] and p["pad"][0] % p["stride"][0] == 0
          and not _reverse_conv(p), "CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN"),
     ],
+    # One input channel, batch 1: lowered as a depthwise conv, which CMSIS-NN runs as a conv on MVE;
+    # the lowering sizes its scratch from the wrong filter dims, which matters for a 1x1 kernel.
+    "conv2d": [
+        (lambda p: p["cin"] == 1 and p["cout"] > 1 and p.get("batch", 1) == 1 and tuple(p["k"]) == (1, 1)
+         and tuple(p["pad"]) == (0, 0) and tuple(p["dilation"]) == (1, 1), "EXECUTORCH_DEPTHWISE_ONE_CHANNEL_SCRATCH"),
+    ],
     # One channel laid out channels-last (the example input as drawn; crafted data is contiguous)
     # gets the dim order (0, 2, 1, 3) (ExecuTorch #22520), and the portable clamp of an activation
     # the multiply cannot fuse refuses it at execute.
