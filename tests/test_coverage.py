@@ -148,16 +148,16 @@ def test_value_counters_see_each_clamp_the_solver_drove_beyond_a_bound(runners, 
             assert sum(s["counts"][0] for s in sites if s["kind"] == "MAX") == outputs * boots, sites
 
 
-def test_value_counters_see_each_mve_depthwise_clamp_change_a_value(runners, tmp_path):
-    """The M55's depthwise kernel clamps four consecutive pixels at four call sites: judged by
-    the runner's own counters and the case's data targets, depthwise_conv2d_bounds makes each of
-    the eight clamps change a value (with each target tied to one pixel position, the upper
-    clamps of the second and the fourth pixel changed none), and they change at least the
-    outputs the solver placed beyond each bound."""
+def test_value_counters_see_each_mve_depthwise_clamp_change_a_value_in_every_lane(runners, tmp_path):
+    """The M55's depthwise kernel clamps four consecutive pixels at four call sites, four channels
+    per vector: judged by the runner's own counters and the case's data targets,
+    depthwise_conv2d_bounds makes each of the eight clamps change a value in each lane (with each
+    target tied to one pixel position, the upper clamps of the second and the fourth pixel
+    changed none), and at least the outputs the solver placed beyond each bound."""
     _, meta, placed = _counted("depthwise_conv2d_bounds", tmp_path / "coverage")
     sites = [s for s in meta["meta"]["value_counters"]["cortex-m55"]
              if s["path"].endswith("/arm_nn_depthwise_conv_nt_t_s8.c") and s["kind"] in ("lower clamp", "upper clamp")]
-    assert len(sites) == 8 and all(any(s["counts"][1:]) for s in sites), sites
+    assert len(sites) == 8 and all(all(s["counts"][1:]) for s in sites), sites
     boots = meta["meta"]["boots"]["cortex-m55"]
     for kind, target in (("lower clamp", "beyond min"), ("upper clamp", "beyond max")):
         assert sum(sum(s["counts"][1:]) for s in sites if s["kind"] == kind) >= placed[target] * boots, (kind, sites)
