@@ -23,7 +23,7 @@ void cortexm_count_clamp(int kind, const char* file, int line, const int32_t* va
 void cortexm_count_choice(int kind, const char* file, int line, int second);
 
 /* MAX and MIN as arm_nnsupportfunctions.h defines them (the same result type), each operand
- * evaluated once. Its own inline functions were compiled above with the originals. */
+ * evaluated once (its own inline functions, above, keep the originals: not counted). */
 #undef MAX
 #undef MIN
 #define MAX(A, B)                                                    \
