@@ -14,12 +14,13 @@ from cortexm.cli.options import EXIT_PROBLEMS, say, source_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def pins(executorch_src: str | None, as_json: bool) -> int:
     """Show the pin file and check what can be checked here."""
-    from cortexm.sources import pins as pinmod
     from cortexm import sources
+    from cortexm.firmware import tools
+    from cortexm.sources import pins as pinmod
 
     data = pinmod.load()
     checks = [pinmod.check_installed_executorch(data), *pinmod.check_installed_wheel_versions(data),
-              *pinmod.check_wheel_files(data), pinmod.check_toolchain(data)]
+              *pinmod.check_wheel_files(data), pinmod.check_toolchain(data, tools.toolchain_prefix() + "gcc")]
     tree = sources.locate(sources.EXECUTORCH, executorch_src)
     if tree.path is not None:
         checks.append(pinmod.check_cmsis_nn_pin_in_tree(data, tree.path))

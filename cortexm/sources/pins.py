@@ -173,13 +173,10 @@ def check_wheel_files(pins: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def check_toolchain(pins: dict[str, Any]) -> Check:
-    """Is the arm-none-eabi-gcc runners are built with the pinned release (major.minor)? Another
-    GCC compiles CMSIS-NN otherwise: up to 12.2 it has no MVE softmax (ARM_GCC_12_2_ICE)."""
-    from cortexm.firmware import tools
-
+def check_toolchain(pins: dict[str, Any], gcc: str) -> Check:
+    """Is `gcc`, the arm-none-eabi-gcc runners are built with, the pinned release (major.minor)?
+    Another GCC compiles CMSIS-NN otherwise: up to 12.2 it has no MVE softmax (ARM_GCC_12_2_ICE)."""
     want = pins["toolchain"]["version"]  # "15.2.rel1"
-    gcc = tools.toolchain_prefix() + "gcc"
     try:
         got = subprocess.run([gcc, "-dumpversion"], capture_output=True, text=True, timeout=30).stdout.strip()
     except OSError:
