@@ -76,9 +76,11 @@ def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
 def _print_values(core: str, sites: list, listed: Path) -> None:
     """A core's value counters in a few lines: the roundings that met a half step, the clamps
     that changed a value in every lane, and the first sites that never did."""
+    from cortexm.testing.coverage import CHOICES
+
     rounding = [s for s in sites if s.kind == "requantize"]
-    clamps = [s for s in sites if s.kind in ("lower clamp", "upper clamp")]
-    choices = [s for s in sites if s.kind in ("MAX", "MIN")]
+    choices = [s for s in sites if s.kind in CHOICES]
+    clamps = [s for s in sites if s.kind != "requantize" and s.kind not in CHOICES]
     if not sites:
         return
     click.echo(f"{core}: value counters: {len(rounding)} requantize call sites ran, "

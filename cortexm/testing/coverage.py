@@ -55,6 +55,7 @@ NEVER = "branches-never-taken.txt"  # beside lcov.info: each branch no run took,
 VALUES = "value-counters.json"  # beside it: every run's value counters, summed per call site
 VALUE_SITES = "value-counters.txt"  # beside lcov.info: each call site's value counters, with its line
 VALUE_KINDS = {"R": "requantize", "L": "lower clamp", "U": "upper clamp", "M": "MAX", "N": "MIN"}  # value_counters.h
+CHOICES = {"MAX": ">", "MIN": "<"}  # MAX(a, b) counts the times b > a, MIN(a, b) the times b < a
 SCOPE_ONLY = "branches-only-the-scope-takes.txt"  # beside it: arcs no case outside the scope took
 COUNTER_TAGS = range(0x01A10000, 0x01B10000, 0x20000)  # gcov-io.h: GCOV_TAG_FOR_COUNTER(0..7)
 _ABSORBING: defaultdict[Path, threading.Lock] = defaultdict(threading.Lock)  # a runner's folder -> its runs, one at a time
@@ -133,8 +134,8 @@ class ValueSite:
         if self.kind == "requantize":
             missing = [s for s, n in (("+", self.counts[2]), ("-", self.counts[3])) if not n]
             return f"no {' or '.join(missing)} half step" if missing else None
-        if self.kind in ("MAX", "MIN"):
-            return None if self.counts[1] else f"never b {'>' if self.kind == 'MAX' else '<'} a"
+        if self.kind in CHOICES:
+            return None if self.counts[1] else f"never b {CHOICES[self.kind]} a"
         lanes = [str(k) for k, n in enumerate(self.counts[1:]) if not n]
         return f"changed no value in lane {', '.join(lanes)}" if lanes else None
 
@@ -142,8 +143,8 @@ class ValueSite:
         c = self.counts
         if self.kind == "requantize":
             return f"{c[0]:,} values, {c[1]:,} rounded up, half steps +{c[2]:,} -{c[3]:,}"
-        if self.kind in ("MAX", "MIN"):
-            return f"{c[0]:,} calls, b {'>' if self.kind == 'MAX' else '<'} a in {c[1]:,}"
+        if self.kind in CHOICES:
+            return f"{c[0]:,} calls, b {CHOICES[self.kind]} a in {c[1]:,}"
         return f"{c[0]:,} vectors, lanes {'raised' if self.kind == 'lower clamp' else 'lowered'} " + " ".join(f"{n:,}" for n in c[1:])
 
 

@@ -26,20 +26,15 @@ void cortexm_count_choice(int kind, const char* file, int line, int second);
  * evaluated once (its own inline functions, above, keep the originals: not counted). */
 #undef MAX
 #undef MIN
-#define MAX(A, B)                                                    \
-  ({                                                                 \
-    __auto_type cortexm_a_ = (A);                                    \
-    __auto_type cortexm_b_ = (B);                                    \
-    cortexm_count_choice('M', __FILE__, __LINE__, cortexm_b_ > cortexm_a_); \
-    cortexm_a_ > cortexm_b_ ? cortexm_a_ : cortexm_b_;               \
+#define CORTEXM_CHOICE(KIND, OP, A, B)                                      \
+  ({                                                                        \
+    __auto_type cortexm_a_ = (A);                                           \
+    __auto_type cortexm_b_ = (B);                                           \
+    cortexm_count_choice(KIND, __FILE__, __LINE__, cortexm_b_ OP cortexm_a_); \
+    cortexm_a_ OP cortexm_b_ ? cortexm_a_ : cortexm_b_;                     \
   })
-#define MIN(A, B)                                                    \
-  ({                                                                 \
-    __auto_type cortexm_a_ = (A);                                    \
-    __auto_type cortexm_b_ = (B);                                    \
-    cortexm_count_choice('N', __FILE__, __LINE__, cortexm_b_ < cortexm_a_); \
-    cortexm_a_ < cortexm_b_ ? cortexm_a_ : cortexm_b_;               \
-  })
+#define MAX(A, B) CORTEXM_CHOICE('M', >, A, B)
+#define MIN(A, B) CORTEXM_CHOICE('N', <, A, B)
 
 /* The requantize's division, as arm_nn_requantize computes it (no single rounding, no assembly). */
 static inline void cortexm_count_requantize(const char* file, int line, int32_t val, int32_t multiplier, int32_t shift) {
