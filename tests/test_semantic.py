@@ -147,18 +147,18 @@ def test_custom_inputs_are_judged_by_both_references_on_those_inputs(tmp_path):
     the sidecar's, which are for the example inputs (cortexm.semantic.program)."""
     from cortexm.lowering import export
     from cortexm.pte import load
-    from cortexm.pte.sidecar import read_sidecar
+    from cortexm.pte.bundle import Bundle
     from cortexm.semantic.program import references
     from cortexm.testing.compare import reference_outputs
 
     export.write(_export("conv2d"), tmp_path / "c.pte")
-    pte = tmp_path / "c.pte"
-    sidecar, plan = read_sidecar(pte), load(pte).plan()
+    bundle = Bundle.open(tmp_path / "c.pte")
+    plan = load(bundle.pte).plan()
     rng = np.random.default_rng(7)
-    mine = [rng.uniform(-2, 2, size=e["shape"]).astype(np.float32) for e in sidecar["inputs"]]
-    outputs, record = references(pte, plan, sidecar, mine, "DSP")
+    mine = [rng.uniform(-2, 2, size=e["shape"]).astype(np.float32) for e in bundle.sidecar["inputs"]]
+    outputs, record = references(bundle, plan, mine, "DSP")
     assert judge.departures(record) == []
-    assert not np.array_equal(outputs[0], reference_outputs(pte, sidecar)[0])  # other inputs, other outputs
+    assert not np.array_equal(outputs[0], reference_outputs(bundle)[0])  # other inputs, other outputs
     assert record["points"][0]["op"] == "cortex_m::quantize_per_tensor"
 
 

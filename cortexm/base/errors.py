@@ -28,3 +28,8 @@ def storage_error(error: BaseException) -> StorageError | None:
         where = error.filename if error.filename is not None else "a file cortexm writes"
         return StorageError(f"{where}: {error.strerror or error}")
     return None
+
+
+class InputsChanged(CortexmError):
+    """What a result is keyed by (a source tree, a case file) changed while the result was made:
+    it is not cached under either content, and the run stops. Never a verdict about the code."""

@@ -29,7 +29,7 @@ from typing import Callable
 from cortexm import sources
 
 from cortexm.base import children, manifest
-from cortexm.base.errors import CortexmError, StorageError
+from cortexm.base.errors import CortexmError, InputsChanged, StorageError
 from cortexm.firmware import paths, tools
 from cortexm.sources import identity
 from cortexm.firmware.ops import model_ops, suite_ops
@@ -150,7 +150,9 @@ def build_runner(
         raise CortexmError(f"{model}: the program calls no operators" if model else "no operators selected")
     options = options or BuildOptions()
     say = progress or (lambda _message: None)
-    prebuilt = None if fresh else _prebuilt(core, board, selected, options, say)
+    # A verdict is for the content that was built: the trees as they are now name the build.
+    trees = _tree_keys(executorch_src, cmsis_nn_src)
+    prebuilt = None if fresh else _prebuilt(core, board, selected, options, trees, say)
     if prebuilt is not None:
         return prebuilt
     et = sources.require(sources.EXECUTORCH, executorch_src)
@@ -164,12 +166,12 @@ def build_runner(
         "board": board,
         "options": asdict(options),
         "extra_sources": options.extra_digest(),
-        "executorch": identity.tree(et, LOWERING_ONLY).key,
-        "cmsis-nn": identity.tree(nn).key,
+        "executorch": trees["executorch"],
+        "cmsis-nn": trees["cmsis-nn"],
         "gcc": found.gcc_version,
         "flatc": found.flatc_version,
         "torch": found.torch_version,
-        "project": identity.files_digest(paths.kernels(), paths.boards()),
+        "project": trees["project"],
     }
     # One CMake folder serves builds that differ in operators, options, the project's own
     # files or the trees' content (a contributor's edit): ninja rebuilds what those change (it
@@ -208,6 +210,7 @@ def build_runner(
         _run(work, [found.cmake, "--build", str(work), "--parallel", str(jobs or build_jobs())], "build.log",
              f"building the {core.name} runner", task)
         task.done()
+        _unchanged(inputs, et, nn, core)
         seconds = time.monotonic() - started
         # What was built from what, and nothing of when or where the cache is: two builds of the
         # same inputs write the same bytes (tests/test_reproducible.py).
@@ -243,11 +246,43 @@ def _load_cached(out: Path, core: Core, say: Callable[[str], None], remove: bool
     return runner if inputs.get("core") == core.name else None
 
 
-def _prebuilt(core: Core, board: str, ops: tuple[str, ...], options: BuildOptions, say) -> Runner | None:
+def _tree_keys(executorch_src, cmsis_nn_src) -> dict[str, str | None]:
+    """The build key's name of each tree as it is now (None: no such tree here)."""
+    keys: dict[str, str | None] = {}
+    for kind, given, ignore in ((sources.EXECUTORCH, executorch_src, LOWERING_ONLY), (sources.CMSIS_NN, cmsis_nn_src, ())):
+        path = sources.locate(kind, given).path
+        keys[kind.name] = identity.current(path, ignore).key if path is not None else None
+    keys["project"] = identity.files_digest(paths.kernels(), paths.boards()) if paths.kernels().is_dir() else None
+    return keys
+
+
+def _unchanged(inputs: dict, et: Path, nn: Path, core: Core) -> None:
+    """The trees and the project's files are what the build's key says, after the build too:
+    an edit during the build would cache one content's runner under another's key."""
+    now = {"executorch": identity.current(et, LOWERING_ONLY).key, "cmsis-nn": identity.current(nn).key,
+           "project": identity.files_digest(paths.kernels(), paths.boards())}
+    changed = [name for name, key in now.items() if inputs[name] != key]
+    if changed:
+        where = {"executorch": et, "cmsis-nn": nn, "project": paths.kernels().parent}
+        raise InputsChanged(f"the {changed[0]} tree ({where[changed[0]]}) changed while the {core.name} runner was "
+                            "built: it is not cached, and no verdict is given for either content; run again")
+
+
+def _prebuilt(core: Core, board: str, ops: tuple[str, ...], options: BuildOptions, trees: dict[str, str | None],
+              say) -> Runner | None:
+    """A runner built elsewhere ($CORTEXM_RUNNERS) for this core, board, operators and options,
+    and from the trees found here (where one is found): never one built from other content."""
     for folder in filter(None, os.environ.get(RUNNERS_ENV, "").split(os.pathsep)):
         runner = _load_cached(Path(folder), core, say, remove=False)  # not ours to remove
-        if runner is not None and (runner.board, runner.ops, runner.options) == (board, ops, options):
-            return runner
+        if runner is None or (runner.board, runner.ops, runner.options) != (board, ops, options):
+            continue
+        built_from = json.loads((runner.build_dir / "build.json").read_text())["inputs"]
+        other = [name for name, key in trees.items() if key is not None and built_from.get(name) != key]
+        if other:
+            say(f"note: the prebuilt {core.name} runner in {folder} was built from another {other[0]} tree than "
+                f"the one here ({built_from.get(other[0])}, here {trees[other[0]]}): building from the tree here")
+            continue
+        return runner
     return None
 
 

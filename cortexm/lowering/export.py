@@ -136,38 +136,48 @@ def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
     return Quantized(bundle, exported, exported.module(), float_program.module(), models, layout)
 
 
-QUANTIZED_FILES = ("quantized.pt2", "float.pt2", "inputs.pt", "bundle.json")
+QUANTIZED_FILES = ("quantized.pt2", "float.pt2", "inputs.bin", "bundle.json")
 
 
 def save_quantized(quantized: Quantized, folder: Path) -> None:
-    """Write `quantized` into `folder` (QUANTIZED_FILES), for load_quantized."""
-    import torch
-
+    """Write `quantized` into `folder` (QUANTIZED_FILES), for load_quantized: nothing pickled
+    (the example inputs are raw bytes, described in bundle.json)."""
     for kind, data in quantized.models.items():
         (Path(folder) / f"{kind}.pt2").write_bytes(data)
-    torch.save(tuple(quantized.bundle.example_inputs), Path(folder) / "inputs.pt")
     b = quantized.bundle
-    (Path(folder) / "bundle.json").write_text(json.dumps({"name": b.name, "qtol": b.qtol, "source": b.source,
-                                                          "notes": b.notes, "data": b.data, "layout": quantized.layout,
-                                                          "input_keys": list(b.input_keys)}))
+    tensors = [t.detach() for t in b.example_inputs]
+    (Path(folder) / "inputs.bin").write_bytes(b"".join(t.contiguous().numpy().tobytes() for t in tensors))
+    (Path(folder) / "bundle.json").write_text(json.dumps({
+        "name": b.name, "qtol": b.qtol, "source": b.source, "notes": b.notes, "data": b.data,
+        "layout": quantized.layout, "input_keys": list(b.input_keys),
+        "inputs": [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "strides": list(t.stride())}
+                   for t in tensors]}))
 
 
 def load_quantized(folder: Path) -> Quantized:
-    """The Quantized save_quantized wrote: the same programs, so the same lowering."""
+    """The Quantized save_quantized wrote: the same programs, so the same lowering. The
+    programs are read as data (cortexm.pte.pt2), never unpickled."""
+    from cortexm.pte import pt2
+
     backend_source.quiet_lowering_imports()
     backend_source.activate_from_environment()
     import torch
 
-    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers the quantize ops the model calls
-
     folder = Path(folder)
     meta = json.loads((folder / "bundle.json").read_text())
-    program = torch.export.load(str(folder / "quantized.pt2"))
-    floating = torch.export.load(str(folder / "float.pt2"))
-    inputs = tuple(torch.load(folder / "inputs.pt", weights_only=True))
-    bundle = ModelBundle(meta["name"], floating.module(), inputs, [], meta["qtol"], meta["source"], meta["notes"],
+    models = {kind: pt2.read_checked(folder / f"{kind}.pt2") for kind in MODEL_KINDS}
+    program, floating = pt2.load(models["quantized"]), pt2.load(models["float"])
+    raw, inputs, at = (folder / "inputs.bin").read_bytes(), [], 0
+    for entry in meta["inputs"]:
+        dtype = {"float32": torch.float32, "int8": torch.int8, "int32": torch.int32, "int64": torch.int64,
+                 "bool": torch.bool}[entry["dtype"]]
+        size = int(np.prod(entry["shape"], dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+        values = torch.frombuffer(bytearray(raw[at:at + size]), dtype=dtype) if size else torch.empty(0, dtype=dtype)
+        # In the strides it was saved with: a channels-last input stays one.
+        inputs.append(torch.empty_strided(entry["shape"], entry["strides"], dtype=dtype).copy_(values.reshape(entry["shape"])))
+        at += size
+    bundle = ModelBundle(meta["name"], floating.module(), tuple(inputs), [], meta["qtol"], meta["source"], meta["notes"],
                          meta["data"], input_keys=tuple(meta.get("input_keys", ())))
-    models = {kind: (folder / f"{kind}.pt2").read_bytes() for kind in MODEL_KINDS}
     return Quantized(bundle, program, program.module(), floating.module(), models, meta["layout"])
 
 
@@ -231,12 +241,20 @@ def _one_thread(torch):
 
 
 def _saved(program) -> bytes:
+    """`program` as a .pt2 that is data only (cortexm.pte.pt2): saved without its example
+    inputs, which torch would pickle; checked as every reader of it will check it."""
+    import copy
     import io
 
     import torch
 
+    from cortexm.pte import pt2
+
+    program = copy.copy(program)
+    program.example_inputs = None
     buffer = io.BytesIO()
     torch.export.save(program, buffer)
+    pt2.check(buffer.getvalue(), "the saved model")
     return buffer.getvalue()
 
 

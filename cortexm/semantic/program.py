@@ -9,25 +9,28 @@ records it for its example inputs. Needs torch.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from cortexm.base.errors import CortexmError
 
 
-def references(pte: Path, plan, sidecar: dict, inputs: list[np.ndarray], backend: str) -> tuple[list[np.ndarray], dict | None]:
-    """(integer reference outputs, semantic record or None when the export saved no model)."""
+def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[list[np.ndarray], dict | None]:
+    """(integer reference outputs, semantic record or None when the export saved no model) of
+    the program of `bundle` (cortexm.pte.bundle.Bundle). The saved models are read as data
+    (cortexm.pte.pt2), each checked against the bundle's manifest first."""
     from cortexm.lowering.reference import integer_reference
     from cortexm.semantic.model import judge_trace
 
-    trace: list[tuple] = []
-    outputs, _ = integer_reference(pte, inputs, backend, trace=lambda *call: trace.append(call))
+    sidecar = bundle.sidecar
     models = (sidecar.get("semantic") or {}).get("models") or {}
-    if "quantized" not in models:
+    if not isinstance(models, dict):
+        raise CortexmError(f"{bundle.pte.with_suffix('.json').name}: its semantic.models is not a table of files")
+    quantized = _load(bundle, models["quantized"]) if "quantized" in models else None
+    floating = _load(bundle, models["float"]) if "float" in models and quantized is not None else None
+    trace: list[tuple] = []
+    outputs, _ = integer_reference(bundle.pte, inputs, backend, trace=lambda *call: trace.append(call))
+    if quantized is None:
         return outputs, None
-    quantized = _load(pte.parent / models["quantized"])
-    floating = _load(pte.parent / models["float"]) if "float" in models else None
     record, _ = judge_trace(quantized, floating, _model_inputs(inputs, sidecar), trace, outputs, plan.outputs,
                             [(e.get("quant") or {}).get("scale") for e in sidecar.get("outputs", [])], backend)
     for key in ("program_outputs", "model_outputs", "eager_dim_orders"):  # what the outputs must be does not depend on the inputs
@@ -35,20 +38,19 @@ def references(pte: Path, plan, sidecar: dict, inputs: list[np.ndarray], backend
     return outputs, record
 
 
-def _load(path: Path):
-    """A model the export saved (torch.export), as a module to run."""
-    import torch
-
-    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers the quantize ops the model calls
+def _load(bundle, name: str):
+    """A model the export saved (torch.export), as a module to run: its bytes checked against
+    the bundle's manifest, then as data, then given to torch."""
     from cortexm.lowering.backend_source import quiet_lowering_imports
+    from cortexm.pte import pt2
 
+    data = bundle.read(name)
+    pt2.check(data, name)
     quiet_lowering_imports()
-    if not path.is_file():
-        raise CortexmError(f"{path}: missing (the sidecar names it); export the model again")
     try:
-        return torch.export.load(str(path)).module()
+        return pt2.load(data).module()
     except Exception as e:  # noqa: BLE001 - torch raises whatever its deserializer meets
-        raise CortexmError(f"{path}: not a model torch can load ({type(e).__name__}); export the model again") from None
+        raise CortexmError(f"{name}: not a model torch can load ({type(e).__name__}); export the model again") from None
 
 
 def _model_inputs(inputs: list[np.ndarray], sidecar: dict) -> tuple:

@@ -23,6 +23,7 @@ import numpy as np
 from cortexm import sim
 
 from cortexm.base.errors import CortexmError
+from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import read_sidecar
 from cortexm.firmware import Runner, build_runner, model_ops, suite_ops
 from cortexm.sim.inputs import read_input
@@ -108,8 +109,19 @@ def run_pte(
     pte = Path(pte)
     core = core_named(core) if isinstance(core, str) else core
     plan = load(pte).plan()
-    sidecar = read_sidecar(pte)
-    raw_inputs = input_bytes(pte, plan, sidecar, inputs)  # a bad input says so before a runner is built
+    bundle = Bundle.open(pte)
+    sidecar = bundle.sidecar
+    raw_inputs = input_bytes(bundle, plan, inputs)  # a bad input says so before a runner is built
+    # What the outputs must be, before any simulation: a damaged bundle costs nothing.
+    references, semantic = None, None
+    if sidecar and inputs is not None:
+        # The sidecar's references are for its example inputs: both are computed again for these.
+        from cortexm.semantic.program import references as references_for
+
+        logical = [from_raw(data, plan.values[index], f"input {k}") for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs))]
+        references, semantic = references_for(bundle, plan, logical, core.backend)
+    elif sidecar and all(bundle.has(name) for name in bundle.names("references")):
+        references, semantic = reference_outputs(bundle), sidecar.get("semantic")
     simulator = sim.for_core(core, sim_name, fvp)
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
@@ -119,20 +131,10 @@ def run_pte(
         raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): {result.failure_line}", result)
     outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
 
-    run = RunResult(pte, core, simulator.name, runner, outputs, result)
+    run = RunResult(pte, core, simulator.name, runner, outputs, result, semantic=semantic)
     mismatch = core_mismatch(pte, core)
     if mismatch:
         run.warnings.append(mismatch)
-    if sidecar and inputs is not None:
-        # The sidecar's references are for its example inputs: both are computed again for these.
-        from cortexm.semantic.program import references as references_for
-
-        logical = [from_raw(data, plan.values[index], f"input {k}") for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs))]
-        references, run.semantic = references_for(pte, plan, sidecar, logical, core.backend)
-    elif sidecar and all((pte.parent / e.get("reference", "")).is_file() for e in sidecar.get("outputs", [])):
-        references, run.semantic = reference_outputs(pte, sidecar), sidecar.get("semantic")
-    else:
-        references = None
     if references is not None:
         run.qtol = sidecar.get("qtol")
         run.diffs = [compare(out, ref, entry, k)
@@ -167,7 +169,7 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
     go to the runner (e.g. --guard, --fill)."""
     pte = Path(pte)
     plan = load(pte).plan()
-    data = input_bytes(pte, plan, read_sidecar(pte), inputs)
+    data = input_bytes(Bundle.open(pte), plan, inputs)
     folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cortexm-run-"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -187,17 +189,23 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
     return result, raw
 
 
-def input_bytes(pte: Path, plan: ExecutionPlan, sidecar: dict | None, given: list | None) -> list[bytes]:
-    """The bytes of each input the runner reads: `given` files, else the sidecar's."""
+def input_bytes(bundle: Bundle, plan: ExecutionPlan, given: list | None) -> list[bytes]:
+    """The bytes of each input the runner reads: `given` files, else the bundle's (each
+    checked against its manifest)."""
+    pte = bundle.pte
     if given is None:
-        if sidecar is None:
+        if bundle.sidecar is None:
             raise CortexmError(f"{pte}: no sidecar ({pte.with_suffix('.json').name}) with example inputs; give the inputs")
-        given = [pte.parent / entry["file"] for entry in sidecar.get("inputs", [])]
-    if len(given) != len(plan.inputs):
+        names = bundle.names("inputs")
+        if len(names) != len(plan.inputs):
+            raise CortexmError(f"{pte.name} takes {len(plan.inputs)} inputs, its sidecar names {len(names)}")
+        stored = [bundle.read(name) for name in names]
+    elif len(given) != len(plan.inputs):
         raise CortexmError(f"{pte.name} takes {len(plan.inputs)} inputs, {len(given)} given")
     data = []
-    for k, (spec, index) in enumerate(zip(given, plan.inputs)):
-        raw = read_input(spec, plan.values[index], k)
+    for k, index in enumerate(plan.inputs):
+        raw = stored[k] if given is None else read_input(given[k], plan.values[index], k)
+        spec = names[k] if given is None else given[k]
         expected, what = _value_bytes(plan, index)
         if len(raw) != expected:
             raise CortexmError(f"input {k}: {spec} has {len(raw)} B, the program's input {k} is {what} = {expected} B")

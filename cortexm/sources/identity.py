@@ -44,9 +44,14 @@ def _git(path: Path, *args: str) -> bytes:
 
 @lru_cache(maxsize=None)
 def tree(path: Path, ignore: tuple[str, ...] = ()) -> TreeIdentity:
-    """The identity of the tree at `path` (computed once per process); uncommitted changes of
-    files matching an `ignore` glob (git pathspec, e.g. "backends/cortex_m/**/*.py": what a
-    build never reads) are not part of it."""
+    """The identity of the tree at `path` (computed once per process; `current` computes it
+    again); uncommitted changes of files matching an `ignore` glob (git pathspec, e.g.
+    "backends/cortex_m/**/*.py": what a build never reads) are not part of it."""
+    return current(path, ignore)
+
+
+def current(path: Path, ignore: tuple[str, ...] = ()) -> TreeIdentity:
+    """The identity of the tree at `path` as it is now (`tree`, uncached)."""
     rev = sources.git_rev(path)
     if rev is None:
         return TreeIdentity(None, None, nar.nar_hash(path))

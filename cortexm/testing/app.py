@@ -24,8 +24,9 @@ from cortexm.checking.library import Library
 from cortexm.cases import defects
 from cortexm.cases.exhaustive import SCOPE_ENV
 from cortexm.base import children
-from cortexm.base.errors import CortexmError, StorageError, storage_error
+from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
 from cortexm.lowering.backend_source import quiet_lowering_imports
+from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import read_sidecar
 from cortexm.base.targets import Core
 from cortexm.testing import cache, crosscore, shards
@@ -234,8 +235,8 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
         # A failure is returned as its message; check() decides whether it was expected.
         try:
             results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path: write(core, path), entry_key)))
-        except StorageError:
-            raise  # the disk, not the case: the run stops
+        except (StorageError, InputsChanged):
+            raise  # the disk or an edit, not the case: the run stops
         except CortexmError as e:
             results[core_name] = (False, str(e))
         except Exception as e:  # a crash inside the lowering: keep going, report it
@@ -330,8 +331,8 @@ def _collect(results: dict, case: str, cores: list[tuple[str, str]], job: Callab
 
     try:
         done = job()
-    except (StorageError, BrokenProcessPool):
-        raise  # the disk or the pool, not the case: the run stops
+    except (StorageError, InputsChanged, BrokenProcessPool):
+        raise  # the disk, an edit or the pool, not the case: the run stops
     except CortexmError as e:
         done = {core: (False, str(e)) for core, _ in cores}
     except Exception as e:  # a crash outside one core's lowering: keep going, report it
@@ -389,7 +390,10 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.stages.append("export")
     if isinstance(exported, str):
         raise CortexmError(f"export failed: {exported}")
-    pte, sidecar = exported, read_sidecar(exported)
+    bundle = Bundle.open(exported)
+    pte, sidecar = exported, bundle.sidecar
+    if sidecar is None:
+        raise CortexmError(f"{pte}: no sidecar beside it")
     result.pte = str(pte)
     result.data_targets = sidecar.get("data_targets")
 
@@ -409,7 +413,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     if options.goldens is not None and case.program is None:
         golden = dialect.golden_path(options.goldens, core.name, case.name)
         if golden.is_file():
-            diff = dialect.compare((pte.parent / sidecar["dialect"]).read_text(), golden)
+            diff = dialect.compare(bundle.read(sidecar.get("dialect")).decode(errors="replace"), golden)
             result.stages.append("dialect")
             result.dialect = "ok" if diff is None else "DIFF"
             if diff is not None:
@@ -441,7 +445,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.stages.append("compare")
     result.outputs = outcome.outputs
     result.without_helium = sidecar.get("reference_without_helium")
-    references = reference_outputs(pte, sidecar)
+    references = reference_outputs(bundle)
     worst_lines = []
     result.max_lsb, result.mismatches, result.elements = 0.0, 0, 0
     for k, (actual, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar["outputs"])):
@@ -455,8 +459,8 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         _fail(result, "compare", f"max |diff| {result.max_lsb:g} LSB > tolerance {case.qtol} LSB "
                                  f"({result.mismatches}/{result.elements} elements differ)", "\n".join(worst_lines))
     _check_upstream_reference(sidecar, result)
-    if options.memory and sidecar.get("isolated") and (pte.parent / sidecar["isolated"]).is_file():
-        _check_memory(pte, sidecar, simulator, core, options, result)
+    if options.memory and bundle.has(sidecar.get("isolated")):
+        _check_memory(bundle, simulator, core, options, result)
 
 
 def _check_semantic(sidecar: dict, result: CaseResult) -> None:
@@ -495,7 +499,7 @@ def call_costs(pte: Path, costs: dict[int, int]) -> list[list]:
     return [[n, op.name, costs[n]] for n, op, _ in load(pte).plan().kernel_calls() if n in costs]
 
 
-def _check_memory(pte: Path, sidecar: dict, simulator, core: Core, options: Options, result: CaseResult) -> None:
+def _check_memory(bundle: Bundle, simulator, core: Core, options: Options, result: CaseResult) -> None:
     """The memory oracle: the program planned one tensor per buffer (cortexm.checking.memory_plan),
     run with a guard around every buffer checked after each kernel call, twice, with the
     buffers filled differently. A write outside a buffer names the call and the argument;
@@ -507,8 +511,8 @@ def _check_memory(pte: Path, sidecar: dict, simulator, core: Core, options: Opti
 
     t = time.perf_counter()
     result.stages.append("memory")
-    isolated = pte.parent / sidecar["isolated"]
-    inputs = [pte.parent / e["file"] for e in sidecar["inputs"]]
+    isolated = bundle.path(bundle.sidecar["isolated"])
+    inputs = [bundle.path(name) for name in bundle.names("inputs")]
     runs = []
     for fill in options.fills:
         outcome = simulator.run(isolated, core, inputs, simulator.memory_args(fill))

@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from cortexm.base import files, imports, manifest
-from cortexm.base.errors import storage_error
+from cortexm.base.errors import InputsChanged, storage_error
 from cortexm.lowering import backend_source
 from cortexm.sources import cache_dir
 
@@ -50,7 +50,7 @@ def code_files() -> list[Path]:
 @lru_cache(maxsize=None)
 def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
     h = _cortexm_and_torch()
-    h.update(backend_source.fingerprint(lowering_tree, helper).encode())
+    h.update(backend_source.fingerprint.__wrapped__(lowering_tree, helper).encode())
     return h.hexdigest()
 
 
@@ -62,6 +62,23 @@ def _quantization_fingerprint(lowering_tree: Path | None) -> str:
     h = _cortexm_and_torch()
     h.update(backend_source.quantization_fingerprint(lowering_tree).encode())
     return h.hexdigest()
+
+
+def unchanged(entry_key: str, case: str, core: str | None, layout: str, case_file: Path | None) -> None:
+    """Raises InputsChanged when the files `entry_key` was computed from (cortexm's code, the
+    lowering's backend files, the case file) are no longer what they were: an export made
+    meanwhile may hold either content, and is not cached under the key."""
+    backend_source.activate_from_environment()
+    tree = backend_source.active_tree()
+    if core is None:
+        now = _quantized_key(_quantization_fingerprint.__wrapped__(tree), case, layout, case_file, fresh=True)
+    else:
+        now = _key(_code_fingerprint.__wrapped__(tree, backend_source.active_helper()), case, core, layout, case_file,
+                   fresh=True)
+    if now != entry_key:
+        where = f"backends/cortex_m of {tree}" if tree else "cortexm's code or the case file"
+        raise InputsChanged(f"the lowering's inputs ({where}) changed while {case} was exported: nothing lowered from "
+                            "them was cached, and no verdict is given for either content; run again")
 
 
 def _cortexm_and_torch():
@@ -93,10 +110,14 @@ def fingerprint() -> str:
 
 def key(case: str, core: str, layout: str, case_file: Path | None = None) -> str:
     files.check_name(case, "case name")  # it names the entry's files
-    h = hashlib.sha256(fingerprint().encode())
+    return _key(fingerprint(), case, core, layout, case_file)
+
+
+def _key(code: str, case: str, core: str, layout: str, case_file: Path | None, fresh: bool = False) -> str:
+    h = hashlib.sha256(code.encode())
     h.update(f"{case}\0{core}\0{layout}".encode())
     if case_file is not None:
-        h.update(case_file_digest(case_file).encode())
+        h.update((case_file_digest.__wrapped__ if fresh else case_file_digest)(case_file).encode())
     return h.hexdigest()[:24]
 
 
@@ -147,7 +168,8 @@ def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
 
 def store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str | None = None) -> Path:
     """Run `write(pte_path)` into a fresh folder and move it into the cache atomically
-    (`entry_key`: the key, when the caller computed it already).
+    (`entry_key`: the key, when the caller computed it already), once the key's inputs are
+    seen unchanged since (`unchanged`).
 
     An export whose lowering fails with a CortexmError is cached as its message: the same
     inputs fail the same way, and a warm run should not pay for finding out again. A failure
@@ -155,7 +177,8 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write, entr
     """
     from cortexm.base.errors import CortexmError
 
-    final = root() / (entry_key or key(case, core, layout, case_file))
+    entry_key = entry_key or key(case, core, layout, case_file)
+    final = root() / entry_key
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         remove_abandoned(final.parent)
@@ -167,9 +190,11 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write, entr
             write(tmp / f"{case}.pte")
         except CortexmError as e:
             if not transient(e):
+                unchanged(entry_key, case, core, layout, case_file)
                 (tmp / FAILURE).write_text(str(e) + "\n")
                 _publish(tmp, final)
             raise
+        unchanged(entry_key, case, core, layout, case_file)
         _publish(tmp, final)
     except OSError as e:
         raise storage_error(e) or e from None
@@ -187,7 +212,7 @@ def transient(error: BaseException) -> bool:
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, (ImportError, OSError, MemoryError, StorageError)):
+        if isinstance(error, (ImportError, OSError, MemoryError, StorageError, InputsChanged)):
             return True
         error = error.__cause__ or error.__context__
     return False
@@ -234,10 +259,14 @@ def quantized_key(case: str, layout: str, case_file: Path | None = None) -> str:
     and not the quantization (about a third of an export), and every core shares one."""
     files.check_name(case, "case name")
     backend_source.activate_from_environment()
-    h = hashlib.sha256(_quantization_fingerprint(backend_source.active_tree()).encode())
+    return _quantized_key(_quantization_fingerprint(backend_source.active_tree()), case, layout, case_file)
+
+
+def _quantized_key(code: str, case: str, layout: str, case_file: Path | None, fresh: bool = False) -> str:
+    h = hashlib.sha256(code.encode())
     h.update(f"{case}\0{layout}".encode())
     if case_file is not None:
-        h.update(case_file_digest(case_file).encode())
+        h.update((case_file_digest.__wrapped__ if fresh else case_file_digest)(case_file).encode())
     return h.hexdigest()[:24]
 
 
@@ -256,13 +285,15 @@ def lookup_quantized(case: str, layout: str, case_file: Path | None = None) -> P
 def store_quantized(case: str, layout: str, case_file: Path | None, write: Callable[[Path], None]) -> None:
     """Run `write(folder)` into a fresh folder and move it into the cache atomically. Only what
     succeeded is stored: a failed quantization is cached as each core's failed export."""
-    final = root() / QUANTIZED / quantized_key(case, layout, case_file)
+    entry_key = quantized_key(case, layout, case_file)
+    final = root() / QUANTIZED / entry_key
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         remove_abandoned(final.parent)
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
         try:
             write(tmp)
+            unchanged(entry_key, case, None, layout, case_file)
             _publish(tmp, final)
         finally:
             if tmp.exists():

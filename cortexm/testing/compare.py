@@ -64,5 +64,6 @@ def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, 
     return OutputDiff(index, float(diff.max()) if diff.size else 0.0, int((diff > 0).sum()), int(diff.size), worst_list)
 
 
-def reference_outputs(pte: Path, sidecar: dict) -> list[np.ndarray]:
-    return [logical((pte.parent / e["reference"]).read_bytes(), e) for e in sidecar["outputs"]]
+def reference_outputs(bundle) -> list[np.ndarray]:
+    """The reference outputs a bundle (cortexm.pte.bundle.Bundle) holds, each checked against its manifest."""
+    return [logical(bundle.read(e.get("reference")), e) for e in bundle.sidecar["outputs"]]

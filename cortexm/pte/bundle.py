@@ -1,0 +1,113 @@
+"""A program and the files its sidecar names, read as data whatever made them.
+
+    bundle = Bundle.open(Path("kws.pte"))
+    bundle.sidecar                          # the sidecar (a dict), or None
+    raw = bundle.read(entry["reference"])   # bytes, checked against the sidecar's manifest
+
+A bundle may come from elsewhere (a colleague's export, a download). Every file name its
+sidecar gives is a plain name in the program's own folder (no `..`, no folder, no absolute
+path, no symlink); every file is used only when it has the size and sha256 the sidecar's
+manifest records for it, and only while the program beside it is the one the manifest
+records: a file changed since the export would make a verdict about something else (one
+changed element of a reference blames the kernel for it). Any of these is one line naming
+the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cortexm.base import files, manifest
+from cortexm.base.errors import CortexmError
+from cortexm.pte.sidecar import read_sidecar, sidecar_path
+
+# Larger than any file cortexm writes into a bundle (a model's saved programs are the largest).
+MAX_FILE = 512 * 1024 * 1024
+
+
+@dataclass
+class Bundle:
+    pte: Path
+    sidecar: dict | None
+    _program_checked: bool = field(default=False, repr=False)
+
+    @classmethod
+    def open(cls, pte: str | Path) -> "Bundle":
+        pte = Path(pte)
+        return cls(pte, read_sidecar(pte))
+
+    @property
+    def folder(self) -> Path:
+        return self.pte.parent
+
+    def names(self, kind: str) -> list[str]:
+        """The file names the sidecar gives for `kind`: "inputs" (each input's file),
+        "references" (each output's reference)."""
+        sidecar = self.sidecar or {}
+        key, field = {"inputs": ("inputs", "file"), "references": ("outputs", "reference")}[kind]
+        return [e.get(field) if isinstance(e, dict) else None for e in sidecar.get(key) or []]
+
+    def has(self, name: object) -> bool:
+        """`name` is a file of the bundle that is there (read() may still refuse it)."""
+        return isinstance(name, str) and manifest.safe_name(name) and "/" not in name and (self.folder / name).is_file()
+
+    def path(self, name: object) -> Path:
+        """The path of the bundle's file `name`, once read() has passed it (for a simulator that
+        copies the file itself)."""
+        self.read(name)
+        return self.folder / name
+
+    def read(self, name: object) -> bytes:
+        """The bytes of the bundle's file `name`, as the sidecar's manifest records them."""
+        where = sidecar_path(self.pte).name
+        if self.sidecar is None:
+            raise CortexmError(f"{self.pte}: no sidecar beside it")
+        if not isinstance(name, str) or not manifest.safe_name(name) or "/" in name:
+            raise CortexmError(f"{where} names {str(name)[:80]!r} as one of its files: not a file name in its folder")
+        written = self.sidecar.get(manifest.KEY)
+        if not isinstance(written, dict):
+            raise CortexmError(f"{where} records no hashes of its files (an older cortexm wrote it): export it again")
+        self._check_program(written, where)
+        return _checked(self.folder / name, written.get(name), where)
+
+    def _check_program(self, written: dict, where: str) -> None:
+        if self._program_checked:
+            return
+        listed = written.get(self.pte.name)
+        if not isinstance(listed, dict) or _digest(_bytes(self.pte, self.pte.name, where)) != _expected(listed):
+            raise CortexmError(f"{self.pte.name} is not the program {where} was written for (changed since the "
+                               "export): its files describe another program; export it again")
+        self._program_checked = True
+
+
+def _checked(path: Path, listed, where: str) -> bytes:
+    if not isinstance(listed, dict):
+        raise CortexmError(f"{path.name}: {where} does not list it among the files it wrote")
+    data = _bytes(path, path.name, where)
+    if _digest(data) != _expected(listed):
+        raise CortexmError(f"{path.name} changed since {where} was written (its sha256 differs from the one recorded): "
+                           "export it again")
+    return data
+
+
+def _bytes(path: Path, name: str, where: str) -> bytes:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise CortexmError(f"{name}: missing ({where} names it)") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CortexmError(f"{name}: not a regular file ({where} names it)")
+    files.regular(path, "file of a bundle", MAX_FILE)
+    return path.read_bytes()
+
+
+def _digest(data: bytes) -> tuple[int, str]:
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def _expected(listed: dict) -> tuple:
+    return listed.get("size"), listed.get("sha256")
