@@ -76,9 +76,9 @@ def unchanged(entry_key: str, case: str, core: str | None, layout: str, case_fil
         now = _key(_code_fingerprint.__wrapped__(tree, backend_source.active_helper()), case, core, layout, case_file,
                    fresh=True)
     if now != entry_key:
-        where = f"backends/cortex_m of {tree}" if tree else "cortexm's code or the case file"
-        raise InputsChanged(f"the lowering's inputs ({where}) changed while {case} was exported: nothing lowered from "
-                            "them was cached, and no verdict is given for either content; run again")
+        where = f"cortexm's code, backends/cortex_m of {tree}" if tree else "cortexm's code, the lowering's backend files"
+        raise InputsChanged(f"what lowers {case} ({where} or its case file) changed while it was exported: nothing "
+                            "lowered from them was cached, and no verdict is given for either content; run again")
 
 
 def _cortexm_and_torch():
