@@ -40,7 +40,8 @@ class Result:
         """What is wrong with this as a bad-input answer (None: nothing)."""
         if self.rc is None:
             return f"hung ({self.seconds:.0f} s)"
-        lines = [l for l in self.err.splitlines() if l.strip() and not l.startswith(("library:", "warning:", "note:"))]
+        lines = [l for l in self.err.splitlines()
+                 if l.strip() and not l.startswith(("library:", "warning:", "note:", "  "))]  # "  ": progress
         if "Traceback" in self.err + self.out:
             return f"exit {self.rc} with a traceback"
         if self.rc != 2 or len(lines) != 1 or not lines[0].startswith("error: "):
@@ -933,6 +934,244 @@ def _(lab):
     return _disk_attack(lab, "full-builds", "CORTEXM_BUILD_CACHE=<full disk> cortexm build -t cortex-m3",
                         lambda disk: lab.cli("build", "-t", "cortex-m3", timeout=900,
                                              env={"CORTEXM_BUILD_CACHE": str(disk / "builds")}))
+
+
+# --- round 4: a bundle is data ----------------------------------------------------------------
+
+def _bundle_copy(lab, folder: str, case: str = "add") -> Path:
+    """A copy of `case`'s M7 bundle in its own folder: what a colleague sends."""
+    source = lab.exported(case)
+    d = lab.folder(folder)
+    for file in source.parent.glob(f"{case}.*"):
+        shutil.copy(file, d / file.name)
+    return d / f"{case}.pte"
+
+
+def _rewritten(pte: Path, name: str, data: bytes) -> None:
+    """The bundle's file `name` replaced, its manifest entry updated to match (a hostile author)."""
+    import hashlib
+
+    (pte.parent / name).write_bytes(data)
+    sidecar = json.loads(pte.with_suffix(".json").read_text())
+    if isinstance(sidecar.get("written"), dict):
+        sidecar["written"][name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    pte.with_suffix(".json").write_text(json.dumps(sidecar))
+
+
+def _inputs_of(pte: Path) -> list[str]:
+    sidecar = json.loads(pte.with_suffix(".json").read_text())
+    return [a for e in sidecar["inputs"] for a in ("-i", str(pte.parent / e["file"]))]
+
+
+@attack("bundle data", "a .pt2 in the bundle whose pickle writes a file")
+def crafted_pt2_runs_no_code(lab):
+    import io
+    import zipfile
+
+    pte = _bundle_copy(lab, "crafted", "add")
+    marker = lab.root / "written-by-the-bundle"
+    model = pte.parent / "add.quantized.pt2"
+    source, out = zipfile.ZipFile(io.BytesIO(model.read_bytes())), io.BytesIO()
+    config = {"config": {"w": {"path_name": "weight_0", "is_param": False, "use_pickle": True, "tensor_meta": None}}}
+    payload = b"c__builtin__\nopen\n(V" + str(marker).encode() + b"\nVw\ntR."  # pickle: open(marker, "w")
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as target:
+        for info in source.infolist():
+            if info.filename != "archive/data/weights/model_weights_config.json":
+                target.writestr(info, source.read(info.filename))
+        target.writestr("archive/data/weights/model_weights_config.json", json.dumps(config))
+        target.writestr("archive/data/weights/weight_0", payload)
+    _rewritten(pte, model.name, out.getvalue())
+    r = lab.cli("run", str(pte), "-t", "cortex-m7", *_inputs_of(pte), timeout=600)
+    if marker.exists():
+        return "cortexm run X.pte -i IN (crafted X.quantized.pt2)", "the bundle's pickle ran: it wrote a file"
+    return "cortexm run X.pte -i IN (crafted X.quantized.pt2)", r.one_error_line("add.quantized.pt2")
+
+
+@attack("bundle data", "a sidecar naming a model outside its bundle (../)")
+def sidecar_model_outside(lab):
+    pte = _bundle_copy(lab, "outside/bundle", "add")
+    shutil.copy(pte.parent / "add.quantized.pt2", pte.parent.parent / "elsewhere.pt2")
+    sidecar = json.loads(pte.with_suffix(".json").read_text())
+    sidecar["semantic"]["models"]["quantized"] = "../elsewhere.pt2"
+    pte.with_suffix(".json").write_text(json.dumps(sidecar))
+    r = lab.cli("run", str(pte), "-t", "cortex-m7", *_inputs_of(pte), timeout=600)
+    return "cortexm run X.pte -i IN (sidecar: ../elsewhere.pt2)", r.one_error_line("not a file name in its folder")
+
+
+@attack("bundle data", "one changed element of X.reference-0.bin")
+def changed_reference(lab):
+    pte = _bundle_copy(lab, "changedref", "add")
+    reference = pte.parent / "add.reference-0.bin"
+    data = bytearray(reference.read_bytes())
+    data[0] ^= 0x40
+    reference.write_bytes(bytes(data))
+    r = lab.cli("run", str(pte), "-t", "cortex-m7", timeout=600)
+    return "cortexm run X.pte (a reference element changed)", r.one_error_line("add.reference-0.bin changed since")
+
+
+# --- round 4: a verdict is for the content that was built --------------------------------------
+
+@attack("verdicts", "$CORTEXM_RUNNERS and --executorch-src of a mutated tree")
+def stale_prebuilt_runner(lab):
+    from cortexm import sources
+
+    _r, elf = _built_m7(lab)
+    built = {"elf": str(elf)} if elf is not None else None
+    tree = sources.locate(sources.EXECUTORCH).path
+    if built is None or tree is None:
+        return "-", "SKIPPED: no M7 runner or ExecuTorch tree here"
+    mutated = lab.folder("mutated-tree")
+    for rel in ("backends/cortex_m/ops/operators.yaml", "backends/cortex_m/ops/op_quantized_add.cpp"):
+        (mutated / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tree / rel, mutated / rel)
+    (mutated / "backends/cortex_m/ops/op_quantized_add.cpp").write_text(
+        (tree / "backends/cortex_m/ops/op_quantized_add.cpp").read_text() + "\n// one line changed\n")
+    prebuilt = str(Path(built["elf"]).parent)
+    r = lab.cli("build", "-t", "cortex-m7", "--executorch-src", str(mutated), "--json", timeout=60,
+                env={"CORTEXM_RUNNERS": prebuilt, "CORTEXM_TOOLCHAIN_PREFIX": str(lab.root / "no-toolchain-")})
+    if r.rc == 0 and built["elf"] in r.out:
+        return "CORTEXM_RUNNERS=R cortexm build --executorch-src MUTATED", "the prebuilt runner served another tree"
+    return "CORTEXM_RUNNERS=R cortexm build --executorch-src MUTATED", r.one_error_line("not found")
+
+
+# --- round 4: readers bounded by the file's size -----------------------------------------------
+
+def _adversarial():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import adversarial
+
+    return adversarial
+
+
+@attack("readers", "inspect a 3 MB .pte whose 100,000 values share one 100,000-item list")
+def shared_list_program(lab):
+    path = lab.folder("readers") / "shared.pte"
+    path.write_bytes(_adversarial().shared_list_program())
+    r = lab.cli("inspect", str(path), timeout=60)
+    return "cortexm inspect shared.pte", r.one_error_line("share their items")
+
+
+@attack("readers", "verify --library a schema with a 120 KB line of spaces")
+def long_line_schema(lab):
+    schema = lab.folder("readers") / "schema.yaml"
+    schema.write_text(_adversarial().long_line_schema(120_000))
+    r = lab.cli("verify", str(lab.relu()), "--library", str(schema), timeout=30)
+    return "cortexm verify X.pte --library schema.yaml", r.one_error_line("cannot parse schema")
+
+
+@attack("readers", "a sidecar nested 100,000 deep")
+def deep_sidecar(lab):
+    d = lab.folder("deep")
+    shutil.copy(lab.relu(), d / "relu.pte")
+    (d / "relu.json").write_text(_adversarial().deep_json())
+    r = lab.cli("verify", str(d / "relu.pte"), timeout=30)
+    return "cortexm verify X.pte (X.json nested deep)", r.one_error_line("nested deeper than")
+
+
+# --- round 4: one ownership rule for every writer ------------------------------------------------
+
+def _keep_run_started(lab, d: Path, until) -> subprocess.Popen:
+    """`cortexm run relu --keep d` started in the background, returned once `until()` holds."""
+    process = subprocess.Popen([sys.executable, "-m", "cortexm", "run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d)],
+                               cwd=lab.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not until():
+        time.sleep(0.02)
+    return process
+
+
+@attack("writers", "run --keep DIR killed with SIGKILL, then run --keep DIR again")
+def killed_keep_then_rerun(lab):
+    d = lab.root / "killed-keep"
+    process = _keep_run_started(lab, d, lambda: (d / "program.pte").exists())
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    if not (d / "program.pte").exists():
+        return "cortexm run --keep DIR (kill -9), again", "SKIPPED: the run never wrote its folder"
+    r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d), timeout=300)
+    return "cortexm run --keep DIR (kill -9), again", None if r.rc == 0 else f"the rerun: {r.one_error_line() or r.rc}"
+
+
+@attack("writers", "a file saved into the --keep folder during the run, then a second run")
+def saved_during_run_not_adopted(lab):
+    d = lab.root / "saved-during"
+    process = _keep_run_started(lab, d, d.is_dir)
+    (d / "notes.txt").write_text("mine\n") if d.is_dir() else None
+    process.wait(timeout=300)
+    lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d), "--force", timeout=300)
+    return "cortexm run --keep DIR (a file saved meanwhile), again", _unchanged(d / "notes.txt", "mine\n")
+
+
+@attack("writers", "sweep --out DIR holding the user's file: the refusal's advice")
+def sweep_advice(lab):
+    d = lab.folder("sweep-advice")
+    (d / "sweep-add-0.py").write_text("mine\n")
+    r = lab.cli("sweep", "add", "-t", "cortex-m7", "--count", "1", "--out", str(d), timeout=300)
+    if "--force" in r.err:
+        return "cortexm sweep add --out DIR", "it advises --force, which sweep does not take"
+    return "cortexm sweep add --out DIR", _unchanged(d / "sweep-add-0.py", "mine\n") or r.one_error_line()
+
+
+@attack("writers", "export -o NAME.pte where NAME fits the limit but NAME.quantized.pt2 does not")
+def long_output_name(lab):
+    d = lab.folder("long-name")
+    r = lab.cli("export", "relu", "-t", "cortex-m7", "-o", str(d / ("n" * 245 + ".pte")), timeout=600)
+    leftovers = [p.name for p in d.iterdir()]
+    if leftovers:
+        return "cortexm export relu -o <245 characters>.pte", f"it left {len(leftovers)} files"
+    return "cortexm export relu -o <245 characters>.pte", r.one_error_line("too long")
+
+
+# --- round 4: one process per output -----------------------------------------------------------
+
+@attack("locks", "two run --keep DIR at once")
+def two_runs_one_folder(lab):
+    d = lab.root / "two-runs"
+    first = _keep_run_started(lab, d, d.is_dir)
+    second = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d), timeout=300)
+    first.wait(timeout=300)
+    return "cortexm run --keep DIR, twice at once", second.one_error_line("being written by another cortexm")
+
+
+# --- round 4: reports well-formed whatever the data -----------------------------------------------
+
+@attack("reports", "test --baseline of other cases: nothing compared")
+def baseline_compares_nothing(lab):
+    base = lab.folder("reports") / "other.json"
+    base.write_text(json.dumps({"results": [{"case": "elsewhere", "core": "cortex-m3", "instructions": 5}]}))
+    r = lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none", "--baseline", str(base),
+                timeout=600)
+    if r.rc == 1 and "NOTHING COMPARED" in r.out:
+        return "cortexm test --baseline OTHER.json", None
+    return "cortexm test --baseline OTHER.json", f"exit {r.rc}: {(r.out.strip().splitlines() or [''])[-1][:100]}"
+
+
+@attack("reports", "--json r.json --junit ./r.json")
+def same_report_two_spellings(lab):
+    d = lab.folder("spellings")
+    r = lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none", "--json", "r.json",
+                "--junit", "./r.json", timeout=600, cwd=d)
+    return "cortexm test --json r.json --junit ./r.json", r.one_error_line("given to both")
+
+
+@attack("reports", "run --save into a missing folder")
+def save_into_missing_folder(lab):
+    target = lab.root / "missing" / "deeper" / "out.npy"
+    r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--save", str(target), timeout=300)
+    return "cortexm run X.pte --save missing/deeper/out.npy", None if r.rc == 0 and target.is_file() else \
+        f"exit {r.rc}: {(r.err.strip().splitlines() or [''])[-1][:100]}"
+
+
+@attack("reports", "a folder name with a terminal escape sequence")
+def escape_sequence_in_a_path(lab):
+    d = lab.folder("x\x1b[2Ky")
+    shutil.copy(lab.relu(), d / "relu.pte")
+    r = subprocess.run(["script", "-qc", f"{sys.executable} -m cortexm inspect '{d / 'relu.pte'}'", "/dev/null"],
+                       capture_output=True, text=True, cwd=lab.root, timeout=60)
+    if "\x1b[2K" in r.stdout.replace("\\x1b", ""):
+        return "cortexm inspect 'x<ESC>[2Ky/relu.pte' (on a terminal)", "the escape sequence reached the terminal raw"
+    return "cortexm inspect 'x<ESC>[2Ky/relu.pte' (on a terminal)", None if "\\x1b[2K" in r.stdout else \
+        f"the name is not shown escaped: {r.stdout[:100]!r}"
 
 
 def main() -> None:

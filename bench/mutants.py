@@ -64,8 +64,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 MUTANTS = Path(__file__).resolve().parent / "mutants"
-KINDS = ("cpp", "python", "cmsis_nn")
-TREE_OF = {"cpp": "executorch", "python": "executorch", "cmsis_nn": "cmsis-nn"}  # the tree a kind mutates
+KINDS = ("cpp", "python", "quantizer", "cmsis_nn")
+# The tree a kind mutates: quantizer mutants are backends/cortex_m Python too, the code that decides
+# how a model quantizes (they leave a self-consistent but less accurate model).
+TREE_OF = {"cpp": "executorch", "python": "executorch", "quantizer": "executorch", "cmsis_nn": "cmsis-nn"}
 CORES = ("cortex-m7", "cortex-m55")
 GOOD = {"PASS", "XFAIL"}  # results that are not a problem for the contributor
 # A failure the baseline excused by a known defect, unexcused once the mutant changed the
@@ -74,7 +76,8 @@ WITHDRAWN = "excuse withdrawn"
 GOLDEN = "dialect"  # the golden diff: a change detector, not a judge
 # What kind of check each stage of the test app is.
 CHECKS = {"bit-exact": {"compare", "run", "memory", "cross-core", "upstream-reference"},
-          "semantic": {"semantic"}, "golden": {GOLDEN}}
+          "semantic": {"semantic"}, "golden": {GOLDEN}, "float model": {"accuracy", "degraded"},
+          "baseline": {"slower", "larger"}}
 BUILD_FAILED = re.compile(r"(building|configuring) the \S+ runner failed")
 
 
@@ -213,11 +216,15 @@ class Runner:
             self.command += ["--cmsis-nn-src", str(works.get("cmsis-nn", args.cmsis_nn_src))]
         self.command += shlex.split(args.test_args or "")
         self.kept: set[Path] = set()
+        # The baseline run's report, once there is one: every mutant's run is given it as a
+        # contributor gives main's (--baseline): slower, larger or less accurate fails.
+        self.baseline: Path | None = None
 
     def run(self, report: Path) -> tuple[int, dict | None]:
         report.unlink(missing_ok=True)
+        against = ["--baseline", str(self.baseline)] if self.baseline else []
         with open(report.with_suffix(".log"), "w") as log:
-            rc = subprocess.run(self.command + ["--json", str(report)], stdout=log, stderr=subprocess.STDOUT,
+            rc = subprocess.run(self.command + against + ["--json", str(report)], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=self.env).returncode
         return rc, json.loads(report.read_text()) if report.is_file() else None
 
@@ -288,7 +295,7 @@ def _status_stage(row: dict) -> str:
     text = f"{row['reason']} {row.get('details', '')}"
     if BUILD_FAILED.search(text):
         return "build"
-    return {"XPASS": "xpass", "ERROR": "error"}.get(row["status"], row["status"].lower())
+    return {"XPASS": "xpass", "ERROR": "error"}.get(row["status"], row["status"].lower())  # degraded, slower, larger
 
 
 def outcome_of(mutant: Mutant, rc: int, report: dict | None, base_rc: int, base: dict, runner: Runner,
@@ -462,6 +469,7 @@ def main() -> None:
     started = time.perf_counter()
     base_path = work.parent / "baseline.json"
     base_rc, base = runner.run(base_path)
+    runner.baseline = base_path
     if base is None:
         sys.exit(f"bench: the baseline run wrote no report (exit {base_rc}): {runner.last_line(base_path)}")
     results, checks = base["results"], base.get("cross_core", [])

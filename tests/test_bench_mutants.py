@@ -60,21 +60,33 @@ def test_a_golden_diff_alone_is_no_kill():
 def test_every_cmsis_nn_mutant_is_one_line_of_the_cmsis_nn_tree():
     """Each CMSIS-NN mutant changes one line of CMSIS-NN's Source/ or Include/, and applies to
     the CMSIS-NN tree cortexm uses (checked with `git apply --check`, which writes nothing)."""
-    import subprocess
 
     from cortexm import sources
 
     selected = mutants.select(None, "cmsis_nn")
     assert len(selected) >= 15
+    _one_line_each(selected, "cmsis-nn")
+    assert all(f.startswith(("Source/", "Include/")) for m in selected for f in m.files)
+    _applies(selected, sources.CMSIS_NN)
+
+
+def _one_line_each(selected, tree: str) -> None:
     for m in selected:
         text = m.patch.read_text()
         removed = [l for l in text.splitlines() if l.startswith("-") and not l.startswith("---")]
         added = [l for l in text.splitlines() if l.startswith("+") and not l.startswith("+++")]
-        assert m.tree == "cmsis-nn" and m.what and len(removed) == 1 and len(added) <= 1, m.name
-        assert all(f.startswith(("Source/", "Include/")) for f in m.files), m.name
-    tree = sources.locate(sources.CMSIS_NN).path
+        assert m.tree == tree and m.what and len(removed) == 1 and len(added) <= 1, m.name
+
+
+def _applies(selected, kind) -> None:
+    """Each patch applies to the tree of `kind` cortexm uses (`git apply --check` writes nothing)."""
+    import subprocess
+
+    from cortexm import sources
+
+    tree = sources.locate(kind).path
     if tree is None:
-        pytest.skip(sources.missing_message(sources.CMSIS_NN))
+        pytest.skip(sources.missing_message(kind))
     for m in selected:
         done = subprocess.run(["git", "apply", "--check", str(m.patch)], cwd=tree, capture_output=True, text=True)
         assert done.returncode == 0, f"{m.name}: {done.stderr.strip()}"
@@ -85,3 +97,15 @@ def test_only_takes_several_names():
     chosen = mutants.select("python/14,python/31", None)
     assert [m.name.split("-")[0] for m in chosen] == ["python/14", "python/31"]
     assert mutants.select("python/14", "cpp") == []
+
+
+def test_every_quantizer_mutant_is_one_line_of_the_backends_python():
+    """Each quantizer mutant changes one line of backends/cortex_m's Python (what decides how a
+    model quantizes) and applies to the ExecuTorch tree cortexm uses."""
+    from cortexm import sources
+
+    selected = mutants.select(None, "quantizer")
+    assert len(selected) >= 5
+    _one_line_each(selected, "executorch")
+    assert all(f.startswith("backends/cortex_m/") and f.endswith(".py") for m in selected for f in m.files)
+    _applies(selected, sources.EXECUTORCH)

@@ -9,7 +9,8 @@ from conftest import run_cli
 
 def _assert_one_line_error(result, *fragments: str) -> None:
     assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    lines = [l for l in result.stderr.splitlines() if l.strip() and not l.startswith("library:")]
+    # Progress lines (indented) may come first: what was under way when the error came.
+    lines = [l for l in result.stderr.splitlines() if l.strip() and not l.startswith(("library:", "  "))]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     for fragment in fragments:

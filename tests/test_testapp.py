@@ -48,7 +48,7 @@ def test_reports_and_cache(cache, tmp_path):
     for core in ("cortex-m7", "cortex-m55"):
         assert re.search(rf"^{core} \(no simulator\)$", first.stdout, re.M)
         # dialect, verify, semantic (with its largest departure in LSB), sim
-        assert re.search(r"^avg_pool2d\s+ok\s+ok\s+ok \d+\s+not run\s.*NOT RUN\s*$", first.stdout, re.M)
+        assert re.search(r"^avg_pool2d\s+ok\s+ok\s+all\s+\S+\s+ok \d+\s+[\d.]+ dB\s+not run\s.*NOT RUN\s*$", first.stdout, re.M)
 
     again = cortexm_test("-k", "pool", cache=cache)
     assert again.returncode == 0 and "exporting" not in again.stderr  # everything came from the cache
@@ -65,7 +65,8 @@ def test_unsimulated_cases_are_not_passes(cache, tmp_path):
                           cache=cache, sim="qemu", env=env)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "warning: no executorch source tree" in result.stderr and "(--offline: not downloading it)" in result.stderr
-    assert re.search(r"^relu\s+\S+\s+ok\s+ok \d+\s+not run\s.*NOT RUN\s*$", result.stdout, re.M), result.stdout
+    assert re.search(r"^relu\s+\S+\s+ok\s+\S+\s+\S+\s+ok \d+\s+[\d.]+ dB\s+not run\s.*NOT RUN\s*$", result.stdout, re.M), \
+        result.stdout
     assert re.search(r"results in .*; 0 passed, 0 failed, 0 expected failures, (\d+) not simulated$", result.stdout, re.M)
     results = json.loads(report.read_text())["results"]
     assert results and all(r["status"] == "NOT RUN" and r["reason"].startswith("not simulated: no executorch source tree")
@@ -84,11 +85,13 @@ def test_suite_on_qemu_with_report(runners, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     for core in ("cortex-m7", "cortex-m55"):
         assert re.search(rf"^{core} \(qemu mps[23]-an5\d\d\)$", result.stdout, re.M)
-    # dialect, verify, semantic (its largest departure: avg pool may round 1 LSB otherwise than the
-    # model), sim, memory oracle all ok; 0 LSB from the integer reference
-    row = re.search(r"^avg_pool2d\s+ok\s+ok\s+ok [01]\s+ok\s+ok\s+(\d+)\s+(\d+)/128\s+(\d+)\s+PASS\s*$", result.stdout,
-                    re.M)
-    assert row and int(row.group(1)) == 0 and int(row.group(2)) == 0 and int(row.group(3)) > 1000
+    # dialect, verify, lowered whole, no dead constants, semantic (its largest departure: avg pool
+    # may round 1 LSB otherwise than the model), accuracy, sim, memory oracle all ok; 0 LSB from the
+    # integer reference
+    row = re.search(r"^avg_pool2d\s+ok\s+ok\s+all\s+(\S+)\s+ok [01]\s+([\d.]+) dB\s+ok\s+ok\s+(\d+)\s+(\d+)\s+PASS\s*$",
+                    result.stdout, re.M)
+    assert row and row.group(1) in ("-", "0") and float(row.group(2)) > 20 and int(row.group(3)) == 0
+    assert int(row.group(4)) > 1000
     assert re.search(r"^avg_pool2d\s+cortex-m7, cortex-m55\s+bit-identical\s*$", result.stdout, re.M)
     suites = {s.name: s for s in JUnitXml.fromfile(str(junit))}
     assert set(suites) == {"cortex-m7", "cortex-m55", "cross-core"}
@@ -132,7 +135,8 @@ def test_known_failures_and_user_case_files(cache, tmp_path):
     )
     result = cortexm_test("--cases", str(cases), "--target", "cortex-m7", cache=cache)
     assert result.returncode == 1  # the XPASS fails the run: the "defect" is not there
-    assert re.search(r"^my_linear\s+-\s+ok\s+ok \d+\s+not run\s.*NOT RUN\s*$", result.stdout, re.M), result.stdout
+    assert re.search(r"^my_linear\s+-\s+ok\s+all\s+\S+\s+ok \d+\s+[\d.]+ dB( \d+/\d+)?\s+not run\s.*NOT RUN\s*$",
+                     result.stdout, re.M), result.stdout
     assert "XPASS my_claimed_broken cortex-m7: expected to fail (pretend defect) but passed" in result.stdout
 
     for attempt in range(2):

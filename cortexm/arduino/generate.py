@@ -52,7 +52,8 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
     started = time.monotonic()
     say = progress or (lambda _message: None)
     out = Path(out)
-    manifest.OwnedFolder(out, provenance.JSON, "library folder", force, "choose another -o")  # before any work
+    owned = manifest.OwnedFolder(out, provenance.JSON, "library folder", force, "choose another -o",
+                                 replaces_whole=True)  # before any work
     et = sources.require(sources.EXECUTORCH, executorch_src)
     nn = sources.require(sources.CMSIS_NN, cmsis_nn_src)
     upstream = Upstream(et)
@@ -90,6 +91,7 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+    _keep_theirs(out, staging, owned)
     _replace_folder(staging, out)
     return Result(out, registered, findings, checked, record, time.monotonic() - started)
 
@@ -101,7 +103,7 @@ def verify_examples(upstream: Upstream, library: libs.Library) -> list[Finding]:
     for example in upstream.examples():
         pte = example / "model.pte"
         if pte.is_file():
-            findings += verify_file(pte, library, target, name=example.name)
+            findings += verify_file(pte, library, target, name=example.name, lowering=False)
     return findings
 
 
@@ -124,6 +126,22 @@ def _flatbuffers() -> tuple[Path, Path]:
         if candidate.is_file():
             return include, candidate
     raise CortexmError(f"no licence file beside the flatbuffers headers in {include}: the library must carry it")
+
+
+def _keep_theirs(out: Path, staging: Path, owned: manifest.OwnedFolder) -> None:
+    """The user's files in `out` that are at no path of the new library go into it as they are:
+    --force writes over what is at an output path, and removes nothing else (a file saved there
+    while the library was made too). They are not in its manifest: they stay the user's."""
+    if not out.is_dir():
+        return
+    for rel, path in manifest.files_in(out):
+        if rel in owned.ours or rel == provenance.JSON or os.path.lexists(staging / rel):
+            continue
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():
+            os.symlink(os.readlink(path), staging / rel)
+        else:
+            shutil.copy2(path, staging / rel)
 
 
 def _replace_folder(staging: Path, out: Path) -> None:

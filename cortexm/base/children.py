@@ -158,13 +158,20 @@ def _group_alive(pgid: int) -> bool:
 def run(command: list[str], timeout: float | None = None, input: bytes | str | None = None,
         **popen_kwargs) -> subprocess.CompletedProcess:
     """subprocess.run with the group semantics of `started`: on a timeout the whole group is
-    killed (not only the direct child) and TimeoutExpired carries what was printed."""
+    killed (not only the direct child) and TimeoutExpired carries what was printed.
+
+    The time limit is the child's: it runs in a group of its own, which a Ctrl-Z of cortexm
+    does not stop. A child that ended while cortexm was stopped past its deadline ended in
+    time, however long cortexm waited to see it."""
     if input is not None:
         popen_kwargs["stdin"] = subprocess.PIPE
     with started(command, **popen_kwargs) as process:
         try:
             out, err = process.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
+            if process.poll() is not None and not _group_alive(process.pid):
+                out, err = process.communicate()
+                return subprocess.CompletedProcess(command, process.returncode, out, err)
             kill_group(process)
             out, err = process.communicate()
             raise subprocess.TimeoutExpired(command, timeout, output=out, stderr=err) from None

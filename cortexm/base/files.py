@@ -49,3 +49,40 @@ def check_name(name: object, what: str = "name") -> str:
         raise CortexmError(f"{what} {str(name)[:60]!r} cannot name a file: use letters, digits, _ . + - and "
                            "inner spaces (not first: . or -), at most 128 characters")
     return name
+
+
+# A document nested deeper than this is no report, sidecar or manifest of cortexm's.
+MAX_JSON_DEPTH = 200
+
+
+def read_json(path: str | Path, what: str, limit: int = 1 << 30):
+    """The JSON document at `path` (a regular file of at most `limit` bytes), or one line saying
+    why not: not JSON, not UTF-8, or nested deeper than MAX_JSON_DEPTH (which Python's parser
+    would meet as a RecursionError, or worse, in whatever reads the result)."""
+    import json
+
+    path = regular(path, what, limit)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise CortexmError(f"{path}: not a {what} (not UTF-8 text)") from None
+    except OSError as e:
+        raise CortexmError(f"{path}: cannot read ({e.strerror or e})") from None
+    if _nesting(text) > MAX_JSON_DEPTH:
+        raise CortexmError(f"{path}: not a {what} (nested deeper than {MAX_JSON_DEPTH})")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise CortexmError(f"{path}: not a {what} ({str(e)[:100]})") from None
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')  # alternatives that cannot both match: no backtracking
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _nesting(text: str) -> int:
+    """How deep brackets nest in `text`, strings left out: linear, no recursion."""
+    import itertools
+
+    steps = (1 if b in "[{" else -1 for b in _BRACKETS.findall(_STRINGS.sub("", text)))
+    return max(itertools.accumulate(steps), default=0)

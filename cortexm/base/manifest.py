@@ -82,7 +82,7 @@ def read(path: Path) -> dict[str, dict] | None:
     a name no manifest of cortexm's holds: such a file is not cortexm's)."""
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None
     written = data.get(KEY) if isinstance(data, dict) else None
     if not isinstance(written, dict) or not all(safe_name(n) and isinstance(e, dict) for n, e in written.items()):
@@ -198,60 +198,114 @@ def _fingerprint(path: Path) -> tuple:
 class OwnedFolder:
     """A folder cortexm writes into where a user may keep files (run --keep, sweep --out,
     upstream-tests --out, test --coverage, arduino-lib -o), with the manifest `manifest_name`
-    inside it, written last, of what cortexm wrote there.
+    inside it of what cortexm wrote there.
 
-        out = OwnedFolder(folder, ".cortexm-run.json", "--keep folder", force, "choose another --keep folder")
+        out = OwnedFolder(folder, ".cortexm-run.json", "--keep folder", force, "choose another --keep folder",
+                          outputs=("program.pte", "i*.bin", "out-*.bin"))
         out.clear()     # remove what an earlier run wrote there (a run that starts afresh)
         ...             # write files
-        out.seal()      # the manifest: every file there but the user's
+        out.seal()      # the manifest: the files of `outputs` this run wrote
 
-    Made before the work: a folder holding a file cortexm did not write (or that was changed
-    since) is refused unless `force`; with `force` those files may be written over, and the
-    ones left as they were are never listed.
+    One rule for every such writer:
+    - Made before the work: a folder holding a file cortexm did not write (or that was changed
+      since) is refused unless `force`, which means "write over what is at an output path",
+      never "delete what is not mine": the user's files are never removed, and those left as
+      they were are never listed.
+    - Only the files the writer declares (`outputs`, patterns of relative paths) are ever
+      listed: a file the user saves into the folder while cortexm writes it is not adopted.
+    - The manifest is written first, open (what this process will write, and the user's files
+      as they were), and sealed last: after a kill -9 the rerun finds the open manifest of a
+      process that is gone, and takes what matches its outputs as cortexm's leftovers.
+    - One process at a time (cortexm.base.locks): a second is refused with one line.
+    A writer that makes the folder elsewhere and swaps it in whole (`replaces_whole`, the
+    Arduino library) only checks and locks here; it carries the user's files over itself.
     """
 
-    def __init__(self, folder: Path, manifest_name: str, what: str, force: bool, retry: str) -> None:
-        self.folder, self.manifest_name = Path(folder), manifest_name
+    def __init__(self, folder: Path, manifest_name: str, what: str, force: bool, retry: str,
+                 outputs: tuple[str, ...] = ("*",), offers_force: bool = True, replaces_whole: bool = False) -> None:
+        from cortexm.base import locks
+
+        self.folder, self.manifest_name, self.outputs = Path(folder), manifest_name, tuple(outputs)
         check_writable(self.folder, what, folder=True)
+        locks.hold(self.folder, f"{self.folder} (the {what})", retry)
         self.ours: dict[str, dict] = {}
         self.theirs: dict[str, tuple] = {}  # the user's files as they were: name -> lstat fingerprint
-        if not os.path.lexists(self.folder):
-            return
-        if self.folder.is_symlink() or not self.folder.is_dir():
-            raise CortexmError(f"{self.folder} exists and is not a folder; {retry}")
-        listed = read(self.folder / manifest_name)
+        if os.path.lexists(self.folder):
+            if self.folder.is_symlink() or not self.folder.is_dir():
+                raise CortexmError(f"{self.folder} exists and is not a folder; {retry}")
+            self._read_folder(force, retry, offers_force)
+        if not replaces_whole:  # a writer that swaps in a new folder whole leaves the old one as it is
+            self._open()
+
+    def _read_folder(self, force: bool, retry: str, offers_force: bool) -> None:
+        record = _record(self.folder / self.manifest_name)
+        listed = read(self.folder / self.manifest_name)
         self.ours = owned(self.folder, listed)
+        leftovers = record.get("open") if isinstance(record.get("open"), dict) else None
+        theirs_then = (leftovers or {}).get("theirs") or {}
         for rel, path in files_in(self.folder):
-            if rel not in self.ours and not (rel == manifest_name and listed is not None):
-                self.theirs[rel] = _fingerprint(path)
+            if rel in self.ours or (rel == self.manifest_name and record):
+                continue
+            # An unfinished run's (killed before it sealed): what it declared it writes, and was
+            # not the user's then, is cortexm's to remove.
+            if leftovers and _matches(rel, leftovers.get("outputs") or ()) and rel not in theirs_then and _regular(path):
+                self.ours[rel] = entry(path)
+                continue
+            self.theirs[rel] = _fingerprint(path)
         if self.theirs and not force:
             changed = [rel for rel in self.theirs if rel in (listed or {})]
             first = (changed or list(self.theirs))[0]
             raise CortexmError(f"{self.folder} holds {first}, which cortexm did not write (or which was changed "
-                               f"since); {retry}, or pass --force")
+                               f"since); {retry}" + (", or pass --force to write over what is at an output path "
+                                                     "(your other files stay)" if offers_force else ""))
+
+    def _open(self) -> None:
+        """The manifest, open: written before any output, so a killed run leaves a record."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        record = {"open": {"pid": os.getpid(), "outputs": list(self.outputs),
+                           "theirs": {rel: list(fp) for rel, fp in self.theirs.items()}}, KEY: self.ours}
+        atomic_write(self.folder / self.manifest_name, (json.dumps(record, indent=1) + "\n").encode())
+
+    def mine(self, rel: str) -> bool:
+        """Whether cortexm may write `rel` here: an output, not a user's file (without --force)."""
+        return _matches(rel, self.outputs)
 
     def clear(self) -> None:
-        """Removes the files an earlier run listed (as they were written) and its manifest."""
+        """Removes the files an earlier run listed (as they were written)."""
         for rel in self.ours:
             (self.folder / rel).unlink(missing_ok=True)
-        if self.manifest_name not in self.theirs:
-            (self.folder / self.manifest_name).unlink(missing_ok=True)
         self.ours = {}
+        self._open()
 
     def seal(self, extra: dict | None = None) -> None:
-        """Writes the manifest: every regular file in the folder but the user's files as they
-        were (`extra`: more fields of the manifest file). If it cannot be written, the files
-        this run wrote are removed, so no file without a manifest is left to refuse a rerun."""
+        """Writes the manifest: every regular file of the declared outputs but the user's files
+        as they were (`extra`: more fields of the manifest file). If it cannot be written, the
+        files this run wrote are removed, so no file without a manifest is left to refuse a rerun."""
+        written = {}
         try:
             written = {rel: entry(path) for rel, path in files_in(self.folder)
-                       if rel != self.manifest_name and _regular(path) and self.theirs.get(rel) != _fingerprint(path)}
+                       if rel != self.manifest_name and _matches(rel, self.outputs) and _regular(path)
+                       and self.theirs.get(rel) != _fingerprint(path)}
             atomic_write(self.folder / self.manifest_name,
-                         (json.dumps({**(extra or {}), KEY: written}, indent=1) + "\n").encode())
+                         (json.dumps({**(extra or {}), KEY: {**written}}, indent=1) + "\n").encode())
         except OSError:
-            for rel, path in files_in(self.folder):
-                if rel not in self.theirs and rel not in self.ours:
-                    path.unlink(missing_ok=True)
+            for rel in written:
+                (self.folder / rel).unlink(missing_ok=True)
             raise
+
+
+def _record(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _matches(rel: str, patterns) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(rel, str(p)) for p in patterns)
 
 
 _UMASK = os.umask(0o022)

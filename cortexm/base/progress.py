@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 import time
 
+from cortexm.base.text import raw, visible
+
 PLAIN_EVERY_SECONDS = 15.0
 
 
@@ -28,7 +30,7 @@ class Task:
         self._id = None
         self._last_line, self._last_fraction = self.started, 0.0
         if progress.live is not None:
-            self._id = progress.live.add_task(description, total=total)
+            self._id = progress.live.add_task(visible(description), total=total)
         else:
             progress.line(f"{description}: started" + (f" ({self._amount(total)})" if total else ""))
 
@@ -96,14 +98,14 @@ class Progress:
 
             self.live = RichProgress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                                     console=Console(stderr=True), transient=False)
+                                     console=Console(file=raw(sys.stderr)), transient=False)
             self.live.__enter__()
             self._status = self.live.add_task("starting", total=None)
         return self
 
     def __call__(self, message: str) -> None:
         if self.live is not None:
-            self.live.update(self._status, description=message)
+            self.live.update(self._status, description=visible(message))
         else:
             self.line(message)
 

@@ -4,8 +4,8 @@ A case builds a float module and example inputs; everything random is drawn
 from a generator seeded by the case name, so the same case is the same model
 on every machine. Calibration data is made in code too (`calibration`).
 
-What enters: nothing but names. What leaves: `Case`s (registry.py; ops.py, models.py and
-the parameter grid grid.py register them), the operators' parameter spaces that grid
+What enters: nothing but names. What leaves: `Case`s (registry.py; ops.py, models.py, the
+MLPerf Tiny tier tiny.py and the parameter grid grid.py register them), the operators' parameter spaces that grid
 cases and sweeps draw from (space.py), data placed on quantization boundaries (data.py),
 and the known upstream defects a case may hit, recognised by content (defects.py).
 """
@@ -48,7 +48,7 @@ def get(name: str) -> Case:
 
 def _load() -> None:
     # Imported lazily: they import torch.
-    from cortexm.cases import grid, models, ops  # noqa: F401
+    from cortexm.cases import grid, models, ops, tiny  # noqa: F401
 
     if not any(c.grid for c in registry.REGISTRY.values()):
         grid.register_all()

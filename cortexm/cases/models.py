@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cortexm.cases import defects
 from cortexm.cases.registry import register
 from cortexm.cases.ops import image, vector
 
@@ -106,3 +107,52 @@ def _():
 @register("mlp_autoencoder", "MLP autoencoder 128-64-64-8-64-64-128 (MLPerf Tiny anomaly detection style)")
 def _():
     return AutoEncoder().eval(), (vector(1, 128),)
+
+
+class AttentionBlock(nn.Module):
+    """A transformer block of the shape ExecuTorch #21943 lowers: one attention head (query and
+    key projections, scaled scores, softmax, the weighted sum of the input), its output
+    projection and residual, and an MLP with its residual."""
+
+    def __init__(self, dim: int = 16, value_projection: bool = False) -> None:
+        super().__init__()
+        self.q, self.k, self.o = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim) if value_projection else None
+        self.up, self.down = nn.Linear(dim, 2 * dim), nn.Linear(2 * dim, dim)
+        self.scale = dim ** -0.5
+
+    def forward(self, x):
+        scores = torch.bmm(self.q(x), self.k(x).transpose(1, 2)) * self.scale
+        values = self.v(x) if self.v is not None else x
+        x = x + self.o(torch.bmm(torch.softmax(scores, dim=-1), values))
+        return x + self.down(torch.relu(self.up(x)))
+
+
+@register("attention_block", "a transformer block (ExecuTorch #21943): attention with its scale, softmax, residuals, MLP",
+          known_failures=(defects.EXECUTORCH_CONSTANT_MUL,))
+def _():
+    return AttentionBlock().eval(), (vector(1, 8, 16),)
+
+
+@register("attention_value_projection", "the attention block with a value projection: bmm of a linear's output",
+          known_failures=(defects.EXECUTORCH_BMM_OF_LINEAR,))
+def _():
+    return AttentionBlock(value_projection=True).eval(), (vector(1, 8, 16),)
+
+
+class SmallConvNet(nn.Module):
+    """Two convolutions and a global average pool, the start of any image classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+        self.pool = nn.AvgPool2d(8)
+
+    def forward(self, x):
+        return self.pool(torch.relu(self.c2(torch.relu(self.c1(x)))))
+
+
+@register("conv_net_nchw_input", "two convolutions and a pool given a contiguous (NCHW) input, as PyTorch makes it",
+          known_failures=(defects.NCHW_INPUT,))
+def _():
+    return SmallConvNet().eval(), (torch.rand(1, 3, 8, 8),)

@@ -154,7 +154,8 @@ def _():
 
 
 @register("transpose_conv2d_output_padding", "transposed convolution with output_padding 1: not lowered, runs on portable kernels",
-          notes="the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)")
+          notes="the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)",
+          float_ops={"convolution": "the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)"})
 def _():
     return layer(nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1), image(4, 5, 5))
 
@@ -252,7 +253,8 @@ def _():
 
 
 @register("add_broadcast", "add with a broadcast operand: not lowered, runs on portable float kernels",
-          notes="the cortex_m backend lowers only same-shape adds")
+          notes="the cortex_m backend lowers only same-shape adds",
+          float_ops={"add": "the cortex_m backend lowers only same-shape adds"})
 def _():
     return Apply(lambda m, a, b: a + b).eval(), (vector(2, 3, 8), vector(1, 1, 8))
 

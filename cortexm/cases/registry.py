@@ -41,6 +41,11 @@ class Case:
     # (cortexm.testing.packs judges each on its own output).
     parts: tuple[str, ...] = ()
     part_inputs: int = 1
+    # Compute operators this case expects left in float (cortexm.checking.lowering): (operator
+    # base name, why), e.g. ("add", "the cortex_m backend lowers only same-shape adds").
+    float_ops: tuple[tuple[str, str], ...] = ()
+    # A model as a user deploys it (cortexm.cases.tiny): the test app prints its deployment line.
+    deployment: bool = False
 
     @property
     def input_keys(self) -> tuple[str, ...]:
@@ -68,10 +73,12 @@ REGISTRY: dict[str, Case] = {}
 
 def register(name: str, doc: str, qtol: int = 0, notes: str = "",
              known_failures: dict[str, str] | tuple[KnownDefect, ...] = (), cross_core: str = "",
-             data: str = "uniform", grid: tuple | None = None, parts: tuple[str, ...] = (), part_inputs: int = 1):
+             data: str = "uniform", grid: tuple | None = None, parts: tuple[str, ...] = (), part_inputs: int = 1,
+             float_ops: dict[str, str] | None = None, deployment: bool = False):
     """Decorator: register `fn` (returning (module, inputs)) as a case.
 
     known_failures: KnownDefects, or for a user's own notes {core or "*": reason}.
+    float_ops: {operator base name (e.g. "add"): why the case expects it left in float}.
     """
     if isinstance(known_failures, dict):
         known_failures = tuple(defects.user_note(reason, cores=() if core == "*" else (core,))
@@ -83,7 +90,8 @@ def register(name: str, doc: str, qtol: int = 0, notes: str = "",
         if name in REGISTRY:
             raise ValueError(f"duplicate case {name}")
         REGISTRY[name] = Case(name, doc, fn, qtol, notes, tuple(known_failures), cross_core=cross_core, data=data, grid=grid,
-                              parts=tuple(parts), part_inputs=part_inputs)
+                              parts=tuple(parts), part_inputs=part_inputs, float_ops=tuple(sorted((float_ops or {}).items())),
+                              deployment=deployment)
         return fn
 
     return wrap

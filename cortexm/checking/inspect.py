@@ -12,8 +12,11 @@ from cortexm.pte.program import DelegateCall, KernelCall, TensorValue
 
 
 def inspect(path: Path) -> dict[str, Any]:
+    from cortexm.checking import constants, lowering
+
     program = load(path)
     sidecar = read_sidecar(path)
+    data = Path(path).read_bytes() if program.file_size <= 64 * 1024 * 1024 else None
     report: dict[str, Any] = {
         "file": str(path),
         "file_size": program.file_size,
@@ -51,6 +54,11 @@ def inspect(path: Path) -> dict[str, Any]:
             # Buffer 0 is reserved by ExecuTorch; planned memory is buffers 1..n.
             "planned_buffers": list(plan.non_const_buffer_sizes[1:]),
             "constant_bytes": sum(v.nbytes for v in plan.values if isinstance(v, TensorValue) and v.is_constant),
+            # Calls that are not cortex_m kernels, and why (cortexm.checking.lowering); constant
+            # bytes no call reads (cortexm.checking.constants).
+            "lowering": lowering.record(plan, sidecar),
+            "lowering_failure": lowering.failure_line(lowering.survey(plan, sidecar)[2]),
+            "constants": constants.survey(program, plan, data, (sidecar or {}).get("constants")).as_dict(),
         })
     return report
 

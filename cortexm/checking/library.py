@@ -151,7 +151,10 @@ def _add_shipped_prim_ops(library: Library, folder: Path) -> None:
 
 # --- yaml schemas -------------------------------------------------------------
 
-_ENTRY = re.compile(r"^- (func|op):\s*(.+?)\s*$")
+# No pattern here may backtrack: a schema file is a user's, and `\s*(.+?)\s*$` on a line of
+# spaces is quadratic (a 40 KB line took 13 s). Each line is matched once and stripped.
+_ENTRY = re.compile(r"- (func|op):")
+_NAME = re.compile(r"[\w:]+(?:\.\w+)?")
 
 
 def _add_yaml(library: Library, path: Path) -> None:
@@ -164,7 +167,9 @@ def _add_yaml(library: Library, path: Path) -> None:
         m = _ENTRY.match(line)
         if not m:
             continue
-        kind, value = m.groups()
+        kind, value = m.group(1), line[m.end():].strip()
+        if not value:
+            continue
         arguments = None
         if kind == "func":
             name, expects = parse_schema(value, path)
@@ -177,41 +182,53 @@ def _add_yaml(library: Library, path: Path) -> None:
 
 def parse_schema(schema: str, origin: Path | str = "schema") -> tuple[str, int]:
     """('ns::name.overload', values the generated wrapper expects) for a schema string."""
-    m = re.match(r"^\s*([\w:]+(?:\.\w+)?)\s*\((.*)\)\s*->", schema)
-    if not m:
-        raise CortexmError(f"{origin}: cannot parse schema {schema[:80]!r}")
-    name, args = m.groups()
+    name, args = _name_and_arguments(schema, origin)
     if "::" not in name:
         name = f"aten::{name}"
     return name, len(_split_args(args)) + 1
 
 
+def _name_and_arguments(schema: str, origin: Path | str) -> tuple[str, str]:
+    """`name(arguments) -> returns` split in one pass (no backtracking)."""
+    text = schema.strip()
+    name = _NAME.match(text)
+    open_at = text.find("(", name.end() if name else 0)
+    close_at, depth = -1, 0
+    for i in range(max(open_at, 0), len(text)):  # the parenthesis that closes the arguments
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            close_at = i
+            break
+    if not name or open_at < 0 or close_at < 0 or text[name.end():open_at].strip() \
+            or not text[close_at + 1:].lstrip().startswith("->"):
+        raise CortexmError(f"{origin}: cannot parse schema {schema[:80]!r}")
+    return name.group(0), text[open_at + 1:close_at]
+
+
 def argument_names(schema: str) -> tuple[str, ...]:
     """Names of a schema's arguments in call order, e.g. ('input', ..., 'out')."""
-    inner = schema[schema.index("(") + 1 : schema.rindex(")", 0, schema.index("->"))]
+    _name, inner = _name_and_arguments(schema, "schema")
     return tuple(arg.split("=", 1)[0].split()[-1] for arg in _split_args(inner))
 
 
 def _split_args(args: str) -> list[str]:
     """Top-level, comma-separated arguments of a schema, without the `*` marker."""
-    parts, depth, current = [], 0, ""
-    for ch in args:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(args):
         if ch in "([":
             depth += 1
         elif ch in ")]":
             depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current.strip())
-    return [p for p in parts if p != "*"]
+        elif ch == "," and depth == 0:
+            parts.append(args[start:i].strip())
+            start = i + 1
+    if args[start:].strip():
+        parts.append(args[start:].strip())
+    return [p for p in parts if p and p != "*"]
 
 
 _NATIVE: dict[str, int] | None = None
-_AUTOGEN = re.compile(r"^\s+autogen:\s*(.+?)\s*$")
+_AUTOGEN = re.compile(r"\s+autogen:\s*(\S.*)")
 
 
 def _aten_expects(name: str) -> int | None:
@@ -234,7 +251,7 @@ def _read_native_functions() -> dict[str, int]:
     for line in native.read_text().splitlines():
         m = _ENTRY.match(line)
         if m and m.group(1) == "func":
-            current = m.group(2)
+            current = line[m.end():].strip()
             name, expects = parse_schema(current, native)
             table[name] = expects
             continue
@@ -244,7 +261,7 @@ def _read_native_functions() -> dict[str, int]:
             _, functional_expects = parse_schema(current, native)
             returns = current.rsplit("->", 1)[1].strip()
             n_returns = len(_split_args(returns.strip("()"))) if returns not in ("()", "") else 0
-            for variant in (v.strip() for v in m.group(1).split(",")):
+            for variant in (v.strip() for v in m.group(1).strip().split(",")):
                 if "." in variant and variant.split(".", 1)[1].endswith("out"):
                     table[f"aten::{variant}"] = functional_expects + n_returns
     return table

@@ -17,7 +17,9 @@ naming nothing:
   precomputed kernel_sum in quantized_linear) match the core;
 - kernel ranks: the portable kernels the runner registers take the input's rank
   (a Conv3d lowers to aten::convolution.out with a 5-D input, which ExecuTorch's
-  portable convolution refuses when it runs).
+  portable convolution refuses when it runs);
+- lowering: no compute operator is left to compute in float (cortexm.checking.lowering:
+  a model the quantizer did not fully take, an NCHW input).
 
 The scratch and layout checks are for the core given, else the export's (its
 sidecar); a program with neither is audited for every core cortexm has a runner
@@ -45,7 +47,7 @@ RUNNER_CORES = tuple(c for c in CORES if c.board and not c.hosted)
 
 @dataclass(frozen=True)
 class Finding:
-    status: str  # OK, FAIL, MISSING, INVALID (the program does not load), SKIP
+    status: str  # OK, FAIL, MISSING, FLOAT (computes in float), INVALID (the program does not load), SKIP
     model: str
     text: str = ""
 
@@ -54,14 +56,15 @@ class Finding:
 
     @property
     def is_problem(self) -> bool:
-        return self.status in ("FAIL", "MISSING", "INVALID")
+        return self.status in ("FAIL", "MISSING", "FLOAT", "INVALID")
 
 
 def verify_file(path: Path, library: libs.Library | None, target: Core | None, exporter: libs.Library | None = None,
-                name: str | None = None) -> list[Finding]:
+                name: str | None = None, lowering: bool = True) -> list[Finding]:
     """All findings for one .pte. `exporter` gives argument names (defaults to the installed executorch);
     `name` names the model in the findings (default: the sidecar's name, else the file's stem).
-    `target` None: the sidecar's core, else every core of RUNNER_CORES.
+    `target` None: the sidecar's core, else every core of RUNNER_CORES. `lowering`: compute
+    operators left in float are findings (FLOAT; the test app judges them as a stage of its own).
     A file that is not a readable program raises CortexmError (one line)."""
     program = load(path, check=False)
     sidecar = read_sidecar(path)
@@ -75,6 +78,8 @@ def verify_file(path: Path, library: libs.Library | None, target: Core | None, e
     if library is not None:
         findings += check_schema(name, plan, library)
     findings += check_ranks(name, plan)
+    if lowering:
+        findings += check_lowering(name, plan, sidecar)
     exporter = exporter or libs.installed()
     if target is None:
         return findings + check_cores(name, plan, RUNNER_CORES, exporter, library)
@@ -134,6 +139,14 @@ def check_ranks(name: str, plan: ExecutionPlan) -> list[Finding]:
                                                   f"{len(tensor.sizes)}-D, ExecuTorch's portable {kind} takes "
                                                   f"{' or '.join(f'{r}-D' for r in ranks)} ({check})"))
     return findings
+
+
+def check_lowering(name: str, plan: ExecutionPlan, sidecar: dict | None) -> list[Finding]:
+    """A compute operator left in float (cortexm.checking.lowering): one FLOAT line naming them."""
+    from cortexm.checking import lowering
+
+    line = lowering.failure_line(lowering.survey(plan, sidecar)[2])
+    return [Finding("FLOAT", name, line)] if line else []
 
 
 def check_cores(name: str, plan: ExecutionPlan, cores: tuple[Core, ...], exporter: libs.Library,

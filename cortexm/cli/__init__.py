@@ -17,7 +17,7 @@ import sys
 import click
 
 from cortexm import __version__
-from cortexm.base import children
+from cortexm.base import children, text
 from cortexm.base.errors import CortexmError, storage_error
 from cortexm.cli import arduino, checking, firmware, lowering, sources, testing
 from cortexm.cli.options import EXIT_BAD_INPUT
@@ -39,6 +39,7 @@ cli.add_command(checking.verify)
 cli.add_command(firmware.build)
 cli.add_command(firmware.run)
 cli.add_command(firmware.size)
+cli.add_command(firmware.fit)
 cli.add_command(testing.test_cmd)
 cli.add_command(testing.upstream_tests)
 cli.add_command(testing.sweep)
@@ -48,6 +49,8 @@ cli.add_command(arduino.arduino_lib)
 
 def main(argv: list[str] | None = None) -> None:
     children.stop_on_signals()  # Ctrl-C, SIGTERM, SIGHUP: every child dies with cortexm
+    # What reaches the terminal shows its control characters instead of obeying them.
+    sys.stdout, sys.stderr = text.EscapingStream(sys.stdout), text.EscapingStream(sys.stderr)
     try:
         code = cli.main(args=argv, prog_name="cortexm", standalone_mode=False)
     except click.exceptions.Exit as e:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 
 import click
 
+from cortexm.base.text import json_dumps
 from cortexm.cli.options import say, source_options
 
 
@@ -25,7 +25,7 @@ def arduino_lib(executorch_src: str | None, cmsis_nn_src: str | None, output: st
     result = generate(output, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
                       executorch_rev=executorch_rev, cmsis_nn_rev=cmsis_nn_rev, force=force, progress=say)
     if as_json:
-        click.echo(json.dumps({"folder": str(result.folder), "seconds": round(result.seconds, 1),
+        click.echo(json_dumps({"folder": str(result.folder), "seconds": round(result.seconds, 1),
                                "examples": [f.line() for f in result.findings],
                                "lint": [p.line() for p in result.lint], "provenance": result.provenance}, indent=2))
         return

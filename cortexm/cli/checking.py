@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from cortexm.base.text import json_dumps
 from cortexm.base.errors import CortexmError
 from cortexm.cli.options import EXIT_BAD_INPUT, EXIT_PROBLEMS, core_named, targets_option
 
@@ -21,7 +21,7 @@ def inspect_cmd(pte: str, as_json: bool) -> None:
 
     report = inspect(Path(pte))
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json_dumps(report, indent=2))
     else:
         print_inspection(report)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import click
 
+from cortexm.base.text import json_dumps
 from cortexm.base.errors import CortexmError
 from cortexm.cli.options import (
     EXIT_PROBLEMS,
@@ -21,6 +21,8 @@ from cortexm.cli.options import (
 
 # In a --keep folder: what the run wrote there (cortexm.base.manifest), so the next run may replace it.
 KEEP_MANIFEST = ".cortexm-run.json"
+# What a run writes there (cortexm.sim.protocol): the program, its inputs, the runner's outputs.
+KEEP_OUTPUTS = ("program.pte", "i*.bin", "out-*.bin", "coverage.bin")
 
 
 def _ops_list(ops: str | None) -> list[str]:
@@ -60,7 +62,7 @@ def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mod
                           ops=sorted(selected) if selected is not None else None, board=board, fresh=fresh,
                           progress=say)
     if as_json:
-        click.echo(json.dumps({"core": runner.core.name, "board": runner.board, "elf": str(runner.elf),
+        click.echo(json_dumps({"core": runner.core.name, "board": runner.board, "elf": str(runner.elf),
                                "key": runner.key, "cached": runner.cached, "seconds": runner.seconds,
                                "ops": list(runner.ops)}, indent=2))
         return
@@ -122,7 +124,8 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     if keep:
         # The folder's files are the last run's (replaced) or the user's (refused, or with --force
         # written over where a run writes and otherwise left alone, and never listed as the run's).
-        kept = manifest.OwnedFolder(Path(keep), KEEP_MANIFEST, "--keep folder", force, "choose another --keep folder")
+        kept = manifest.OwnedFolder(Path(keep), KEEP_MANIFEST, "--keep folder", force, "choose another --keep folder",
+                                    outputs=KEEP_OUTPUTS)
         kept.clear()
     if not no_audit:
         _audit(program, target_core)
@@ -147,7 +150,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     rows = [_describe_output(k, out, result.diffs[k] if k < len(result.diffs) else None, top, names)
             for k, out in enumerate(result.outputs)]
     if as_json:
-        click.echo(json.dumps({"pte": str(program), "target": target_core.name, "sim": sim_name,
+        click.echo(json_dumps({"pte": str(program), "target": target_core.name, "sim": sim_name,
                                "elf": str(result.runner.elf), "instructions": result.instructions,
                                "ticks": result.sim_result.ticks, "outputs": rows, "qtol": result.qtol,
                                "within_tolerance": result.within_tolerance,
@@ -189,7 +192,7 @@ def _audit(program: Path, target_core) -> None:
     """`cortexm verify`'s checks for this core, before a runner is built (seconds, not minutes)."""
     from cortexm.checking.verify import verify_file
 
-    problems = [f for f in verify_file(program, None, target_core) if f.is_problem]
+    problems = [f for f in verify_file(program, None, target_core, lowering=False) if f.is_problem]
     if problems:
         more = f" (and {len(problems) - 1} more problems, see `cortexm verify`)" if len(problems) > 1 else ""
         raise CortexmError(f"{problems[0].line()}{more}; not run (--no-audit runs it anyway)")
@@ -204,6 +207,7 @@ def _save_npy(path: Path, values) -> None:
 
     data = io.BytesIO()
     np.save(data, values, allow_pickle=False)
+    path.parent.mkdir(parents=True, exist_ok=True)  # checked before the run: it can be made
     manifest.atomic_write(path, data.getvalue())
 
 
@@ -239,7 +243,7 @@ def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mode
                           board=board, progress=say)
     result = footprint(runner.elf, runner.map_file, program)
     if as_json:
-        click.echo(json.dumps({"core": runner.core.name, "board": runner.board, **result.as_dict()}, indent=2))
+        click.echo(json_dumps({"core": runner.core.name, "board": runner.board, **result.as_dict()}, indent=2))
         return
     what = f"registering the {len(runner.ops)} operators of {program.name}" if program else f"suite runner, {len(runner.ops)} operators"
     click.echo(f"{runner.core.name} runner on {runner.board} ({what}): {runner.elf}")
@@ -251,3 +255,70 @@ def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mode
     click.echo(f"arena for models at run time: {result.arena} B")
     for note in result.notes:
         click.echo(f"note: {note}")
+
+
+@click.command()
+@click.argument("pte", type=click.Path())
+@target_option
+@click.option("--board", "boards", multiple=True,
+              help="A board profile (repeatable; default: every profile of the core). `cortexm fit --list` names them.")
+@click.option("--memory", "memory", multiple=True, metavar="NAME=SIZE[:ROLES]",
+              help="A board of your own, a region per option: flash=1M ram=320K, or sram=256K:arena with roles "
+                   "code, program, data, heap, stack, arena (repeatable).")
+@click.option("--inputs", "-i", multiple=True, type=click.Path(), help="Inputs to run it on (default: the sidecar's).")
+@source_options
+@timeout_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def fit(pte: str, target: str, boards: tuple[str, ...], memory: tuple[str, ...], inputs: tuple[str, ...],
+        executorch_src: str | None, cmsis_nn_src: str | None, timeout: float, as_json: bool) -> int:
+    """Does PTE fit a board? Flash and RAM of the program and the runner built for its operators
+    alone, measured by one run on the simulated core (cortexm.report.fit)."""
+    from cortexm import sim
+    from cortexm.base.targets import core
+    from cortexm.firmware import build_runner
+    from cortexm.report import fit as fitting
+    from cortexm.report import table
+    from cortexm.sim.run import RunError, run_pte
+
+    program = program_path(pte)
+    target_core = core(target)
+    known = fitting.profiles()
+    unknown = [b for b in boards if b not in known]
+    if unknown:
+        raise CortexmError(f"--board {unknown[0]}: no such profile (profiles: {', '.join(known)})")
+    chosen = [known[b] for b in boards] or [p for p in known.values() if p.core == target_core.name]
+    if memory:
+        chosen.append(fitting.given_profile(list(memory)))
+    simulator = sim.for_core(target_core, "qemu")
+    simulator.require(target_core)
+    runner = build_runner(target_core, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src, model=program,
+                          board=simulator.board(target_core), progress=say)
+    try:
+        result = run_pte(program, target_core, "qemu", list(inputs) or None, runner=runner, timeout=timeout)
+    except RunError as e:
+        raise CortexmError(f"it does not run, so nothing was measured: {e}") from None
+    needs = fitting.needs(program, runner.elf, result.log)
+    verdicts = [fitting.place(needs, profile) for profile in chosen]
+    if as_json:
+        click.echo(json_dumps({"pte": str(program), "target": target_core.name, "runner": str(runner.elf),
+                               "needs": [dataclasses_asdict(n) for n in needs],
+                               "boards": [{"board": v.profile.name, "fits": v.fits, "line": v.line(),
+                                           "regions": [{"name": r.name, "bytes": r.nbytes, "used": r.used}
+                                                       for r in v.regions],
+                                           "unplaced": [dataclasses_asdict(n) for n in v.unplaced]} for v in verdicts]},
+                          indent=2))
+    else:
+        click.echo(f"{program.name} on {target_core.name}: runner for its {len(runner.ops)} operators, "
+                   f"measured on qemu {runner.board}")
+        table(["need", "kind", "bytes"], [[n.what, n.role, f"{n.nbytes:,}"] for n in needs])
+        flash = sum(n.nbytes for n in needs if n.role in ("code", "program"))
+        click.echo(f"flash {flash:,} B (code and program), RAM {sum(n.nbytes for n in needs) - flash:,} B")
+        for verdict in verdicts:
+            click.echo(verdict.line())
+    return EXIT_PROBLEMS if (boards or memory) and not all(v.fits for v in verdicts) else 0
+
+
+def dataclasses_asdict(value) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(value)

@@ -27,7 +27,7 @@ from cortexm.cli.options import (
 @click.option("--force", is_flag=True, help="Replace files at the output that cortexm did not write.")
 @lowering_option
 def export(model: str | None, target: str | None, output: str | None, layout: str, list_cases: bool,
-           executorch_src: str | None, force: bool, lowering: str) -> None:
+           executorch_src: str | None, force: bool, lowering: str) -> int:
     """Lower MODEL (a built-in case or FILE.py:FACTORY) for one core.
 
     Writes the .pte and beside it NAME.json (sidecar), NAME.dialect.txt, the
@@ -38,12 +38,13 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
 
         for case in all_cases():
             click.echo(case.name)
-        return
+        return 0
     if not model:
         raise click.UsageError("missing MODEL (a built-in case, see --list, or FILE.py:FACTORY)")
     if not target:
         raise click.UsageError("missing --target (e.g. --target cortex-m7); there is no default core")
     from cortexm.base import files
+    from cortexm.base.progress import Progress
     from cortexm.lowering import export as exporter
     from cortexm.lowering import modelsource
     from cortexm.pte.sidecar import sidecar_path
@@ -54,12 +55,54 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     else:  # the model's name becomes the file's: a name, not a path (`model.py:../x`)
         out = Path(f"{files.check_name(modelsource.name_of(model), 'model name')}-{core.short}.pte")
     exporter.check_target(out, force)  # before the lowering: a refusal costs nothing
-    choose_lowering(executorch_src, lowering)
-    bundle = modelsource.load(model)
-    result = exporter.export(bundle, core, layout)
+    modelsource.check_spec(model)  # an unknown case too
+    with Progress() as progress:
+        # From the first second: importing torch, building CMSIS-NN's module, each stage.
+        progress(f"exporting {model} for {core.name}: importing torch and ExecuTorch")
+        choose_lowering(executorch_src, lowering, progress=progress)
+        exporter.STAGE_LISTENERS.append(progress)
+        try:
+            bundle = modelsource.load(model)
+            result = exporter.export(bundle, core, layout)
+        finally:
+            exporter.STAGE_LISTENERS.remove(progress)
     exporter.write(result, out, force)
     click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {sidecar_path(out)}")
+    failure = _say_deployment(result, core)
     _say_semantic(result.sidecar.get("semantic"))
+    if failure:
+        click.echo(f"FAIL {result.name} lowering: {failure}")
+        return EXIT_PROBLEMS
+    return 0
+
+
+def _say_deployment(result, core) -> str | None:
+    """What the program is on the device: the calls lowered, the constants no call reads, its
+    accuracy against the float model; the lowering's failure line, if a compute operator was
+    left in float (cortexm.checking.lowering)."""
+    from collections import Counter
+
+    from cortexm.cases import defects
+    from cortexm.checking import constants, lowering
+    from cortexm.pte import parse
+    from cortexm.semantic import accuracy
+
+    program = parse(result.pte)
+    total, lowered, left = lowering.survey(program.plan(), result.sidecar)
+    ops = Counter(c.op for c in left)
+    click.echo(f"lowered: {lowered} of {total} calls are cortex_m kernels"
+               + ("" if not ops else "; not lowered: " + ", ".join(f"{n} {op}" for op, n in ops.most_common())))
+    found = constants.survey(program, program.plan(), result.pte, result.sidecar.get("constants"))
+    known = defects.EXECUTORCH_DEAD_WEIGHTS
+    cause = (f" ({known.name}, a known defect: cortexm test shows it per case)"
+             if found.dead and known.applies(core.name, defects.default_locators()) else "")
+    click.echo(f"constants: {found.line()}{cause}")
+    sqnr, top1 = accuracy.summary(result.sidecar.get("accuracy"))
+    if sqnr is not None:
+        samples = result.sidecar["accuracy"]["samples"]
+        click.echo(f"accuracy: {sqnr:g} dB SQNR against the float model over {samples} inputs drawn like the "
+                   f"calibration data" + (f"; top-1 agrees {top1}" if top1 else ""))
+    return lowering.failure_line(left)
 
 
 def _say_semantic(semantic: dict | None) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 
 import click
 
+from cortexm.base.text import json_dumps
 from cortexm.cli.options import EXIT_PROBLEMS, say, source_options
 
 
@@ -27,7 +27,7 @@ def pins(executorch_src: str | None, as_json: bool) -> int:
     else:
         checks.append(pinmod.Check("CMSIS_NN_VERSION in executorch tree", None, "no ExecuTorch tree given or found"))
     if as_json:
-        click.echo(json.dumps({"file": str(pinmod.pins_path()), "pins": data,
+        click.echo(json_dumps({"file": str(pinmod.pins_path()), "pins": data,
                                "checks": [c.__dict__ for c in checks]}, indent=2))
     else:
         et, nn = data["executorch"], data["cmsis-nn"]
@@ -61,7 +61,7 @@ def targets(as_json: bool) -> None:
         rows.append({"target": c.name, "backend": upstream or c.backend, "backend_expected": c.backend,
                      "gcc_flags": " ".join(c.gcc_flags), "qemu_machine": c.qemu_machine, "fvp_model": c.fvp_model})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json_dumps(rows, indent=2))
         return
     from cortexm.report import table
 
@@ -92,7 +92,7 @@ def sources(executorch_src: str | None, cmsis_nn_src: str | None, fetch: bool, c
                     say(f"fetched {kind.name} into {path}: {verified}")
     found = [trees.status(kind, data, explicit, content) for kind, explicit in given.items()]
     if as_json:
-        click.echo(json.dumps([s.as_dict() for s in found], indent=2))
+        click.echo(json_dumps([s.as_dict() for s in found], indent=2))
     else:
         for s in found:
             _print_tree(s)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from collections import Counter
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from cortexm.base.text import json_dumps
 from cortexm import __version__
 from cortexm.base import children, manifest
 from cortexm.base.errors import CortexmError
@@ -144,13 +144,16 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
               help="An earlier run's --json report: report every case whose instructions changed beyond "
                    "--max-slowdown, either way, with the call that changed most (slower fails), and runners that grew.")
 @click.option("--max-slowdown", default="5%", show_default=True, help="The threshold of --baseline.")
+@click.option("--max-accuracy-drop", default=1.0, show_default=True, type=click.FloatRange(0, 100),
+              help="With --baseline: a case whose SQNR against the float model fell by more dB than this (or whose "
+                   "top-1 agreement fell) is DEGRADED.")
 @click.option("--per-mac", is_flag=True, help="Print instructions per MAC of every conv and linear call, per core.")
 @lowering_option
 @cases_timeout_option
 @shard_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, goldens, library_path, junit, json_path, jobs,
-             executorch_src, cmsis_nn_src, offline, coverage_dir, value_counters, baseline, max_slowdown, per_mac,
-             lowering, timeout, shard) -> int:
+             executorch_src, cmsis_nn_src, offline, coverage_dir, value_counters, baseline, max_slowdown,
+             max_accuracy_drop, per_mac, lowering, timeout, shard) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
@@ -165,7 +168,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     threshold = perf.parse_threshold(max_slowdown)
     earlier = perf.load_baseline(baseline) if baseline else None
     coverage_out = manifest.OwnedFolder(Path(coverage_dir), ".cortexm-coverage.json", "--coverage folder", False,
-                                        "choose another --coverage folder") if coverage_dir else None
+                                        "choose another --coverage folder", outputs=("cortex-*/*", "host/*"), offers_force=False) \
+        if coverage_dir else None
     for pte in ptes:
         _given_name(Path(pte))
     chosen = _exhaustive_scope(grid, scope)
@@ -201,7 +205,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started
     sizes = perf.runner_sizes(options.simulators)
-    changes = perf.gate(results, earlier, threshold) + perf.size_gate(sizes, earlier, threshold) if earlier else []
+    changes = _gates(results, sizes, earlier, baseline, threshold, max_accuracy_drop) if earlier else []
     print_summary(results, checks, options, elapsed)
     if per_mac:
         print_per_mac(perf.per_mac(results))
@@ -224,6 +228,19 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
     failed = any(r.failed for r in results) or any(c.failed for c in checks) or any(c.failed for c in changes)
     return EXIT_PROBLEMS if failed or unsimulated else 0
+
+
+def _gates(results, sizes, earlier: dict, baseline: str, threshold: float, max_drop_db: float) -> list:
+    """Every comparison with the baseline: instructions, runner sizes, program sizes, accuracy.
+    A baseline with no result for any case and core of this run compared nothing: a failure."""
+    from cortexm.semantic import accuracy
+    from cortexm.testing import perf
+
+    if not perf.compared(results, earlier) and results:
+        return [perf.Change(f"NOTHING COMPARED: {baseline} has no result for any case and core of this run", True)]
+    return (perf.gate(results, earlier, threshold) + perf.size_gate(sizes, earlier, threshold)
+            + perf.program_gate(results, earlier)
+            + [perf.Change(line, True) for line in accuracy.gate(results, earlier, max_drop_db)])
 
 
 def _exhaustive_scope(grid: str, scope: tuple[str, ...]) -> dict | None:
@@ -315,7 +332,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     from cortexm.testing import upstream
 
     reports = outputs.check({"--json": json_path, "--junit": junit})
-    out = manifest.OwnedFolder(Path(out_dir), ".cortexm-upstream.json", "--out folder", False, "choose another --out folder")
+    out = manifest.OwnedFolder(Path(out_dir), ".cortexm-upstream.json", "--out folder", False, "choose another --out folder",
+                               outputs=("*.xml", "*.json", "*.log", "*.progress"), offers_force=False)
     cores = [core_named(t).name for t in (targets or DEFAULT_TEST_CORES)]
     with Progress() as progress:
         fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
@@ -375,7 +393,7 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
             click.echo(f"{kind.upper().rstrip('S')} {core} {test}: {line}")
             unexplained.append(test)
     outputs.write(reports["--junit"], upstream.merge_junit({core: run["junit"] for core, run in runs.items()}))
-    outputs.write(reports["--json"], json.dumps(report, indent=1, default=str) + "\n")
+    outputs.write(reports["--json"], json_dumps(report, indent=1, default=str) + "\n")
     return EXIT_PROBLEMS if unexplained else 0
 
 
@@ -411,7 +429,8 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     if count < 1:
         raise click.UsageError("--count must be at least 1")
     reports = outputs.check({"--json": json_path})
-    out = manifest.OwnedFolder(Path(out_dir), ".cortexm-sweep.json", "--out folder", False, "choose another --out folder")
+    out = manifest.OwnedFolder(Path(out_dir), ".cortexm-sweep.json", "--out folder", False, "choose another --out folder",
+                               outputs=("sweep-*.py", ".batches/*", ".shrink/*"), offers_force=False)
     cores = [core_named(t) for t in (targets or DEFAULT_TEST_CORES)]
     choose_lowering(executorch_src, cmsis_nn_src=cmsis_nn_src)
     with Progress() as progress:
@@ -468,10 +487,7 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
     written = outputs.check({"--json": json_path, "--junit": junit})
     loaded = []
     for path in reports:
-        try:
-            loaded.append(json.loads(files.regular(path, "report", 1 << 30).read_text()))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise CortexmError(f"{path}: not a JSON report ({e})") from None
+        loaded.append(files.read_json(path, "JSON report"))
     results, checks, meta = merge_reports(loaded, list(reports))
     outputs.write(written["--json"], app.to_json(results, checks, meta))
     outputs.write(written["--junit"], app.to_junit(results, checks))

@@ -13,7 +13,6 @@ only what its operators change.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -21,14 +20,13 @@ import re
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from cortexm import sources
 
-from cortexm.base import children, manifest
+from cortexm.base import children, locks, manifest
 from cortexm.base.errors import CortexmError, InputsChanged, StorageError
 from cortexm.firmware import paths, tools
 from cortexm.sources import identity
@@ -197,7 +195,7 @@ def build_runner(
 
     manifest.check_writable(builds_dir(), "runner build cache", folder=True)  # full or read-only: one line now
     work.mkdir(parents=True, exist_ok=True)
-    with _locked(work / ".lock"):
+    with locks.waiting(work):
         cached = _load_cached(out, core, say)  # another process may have built it meanwhile
         if cached is not None:
             return cached
@@ -284,16 +282,6 @@ def _prebuilt(core: Core, board: str, ops: tuple[str, ...], options: BuildOption
             continue
         return runner
     return None
-
-
-@contextmanager
-def _locked(path: Path):
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _configure(work: Path, core: Core, board: str, ops: tuple[str, ...], options: BuildOptions,

@@ -183,6 +183,9 @@ def quiet_lowering_imports() -> None:
 
     for name in ("torch", "torchao", "executorch"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # A failing meta kernel logs its whole traceback at ERROR before the error reaches cortexm,
+    # which reports it in one line.
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
     warnings.filterwarnings("ignore", module=r"(torch|torchao|executorch)(\.|$)")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -96,6 +96,8 @@ class Quantized:
     float_module: Any  # the float model's, as torch.export has it
     models: dict[str, bytes]  # "quantized", "float" -> the two saved as torch.export programs
     layout: str = "legacy"
+    # The calibration samples: what accuracy is measured like (cortexm.semantic.accuracy.draw).
+    calibration: list = field(default_factory=list)
 
 
 def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
@@ -133,10 +135,11 @@ def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
         exported = torch.export.export(quantized, inputs, strict=True)
         models = {"quantized": _saved(exported), "float": _saved(float_program)}
     # The modules of the programs, as a saved and loaded Quantized has them (load_quantized).
-    return Quantized(bundle, exported, exported.module(), float_program.module(), models, layout)
+    return Quantized(bundle, exported, exported.module(), float_program.module(), models, layout,
+                     [tuple(t.detach() for t in sample) for sample in bundle.calibration])
 
 
-QUANTIZED_FILES = ("quantized.pt2", "float.pt2", "inputs.bin", "bundle.json")
+QUANTIZED_FILES = ("quantized.pt2", "float.pt2", "inputs.bin", "calibration-K.bin", "bundle.json")
 
 
 def save_quantized(quantized: Quantized, folder: Path) -> None:
@@ -145,13 +148,35 @@ def save_quantized(quantized: Quantized, folder: Path) -> None:
     for kind, data in quantized.models.items():
         (Path(folder) / f"{kind}.pt2").write_bytes(data)
     b = quantized.bundle
-    tensors = [t.detach() for t in b.example_inputs]
-    (Path(folder) / "inputs.bin").write_bytes(b"".join(t.contiguous().numpy().tobytes() for t in tensors))
     (Path(folder) / "bundle.json").write_text(json.dumps({
         "name": b.name, "qtol": b.qtol, "source": b.source, "notes": b.notes, "data": b.data,
         "layout": quantized.layout, "input_keys": list(b.input_keys),
-        "inputs": [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "strides": list(t.stride())}
-                   for t in tensors]}))
+        "inputs": _save_tensors(Path(folder) / "inputs", b.example_inputs),
+        "calibration": [_save_tensors(Path(folder) / f"calibration-{k}", sample)
+                        for k, sample in enumerate(quantized.calibration)]}))
+
+
+def _save_tensors(stem: Path, tensors) -> list[dict]:
+    """Tensors as raw bytes in STEM.bin (nothing pickled); what _tensors needs to read them back."""
+    tensors = [t.detach() for t in tensors]
+    stem.with_suffix(".bin").write_bytes(b"".join(t.contiguous().numpy().tobytes() for t in tensors))
+    return [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "strides": list(t.stride())}
+            for t in tensors]
+
+
+def _tensors(stem: Path, entries: list[dict]) -> list:
+    """The tensors _save_tensors wrote, in the strides they had (a channels-last input stays one)."""
+    import torch
+
+    raw, tensors, at = stem.with_suffix(".bin").read_bytes(), [], 0
+    for entry in entries:
+        dtype = {"float32": torch.float32, "int8": torch.int8, "int32": torch.int32, "int64": torch.int64,
+                 "bool": torch.bool}[entry["dtype"]]
+        size = int(np.prod(entry["shape"], dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+        values = torch.frombuffer(bytearray(raw[at:at + size]), dtype=dtype) if size else torch.empty(0, dtype=dtype)
+        tensors.append(torch.empty_strided(entry["shape"], entry["strides"], dtype=dtype).copy_(values.reshape(entry["shape"])))
+        at += size
+    return tensors
 
 
 def load_quantized(folder: Path) -> Quantized:
@@ -161,24 +186,16 @@ def load_quantized(folder: Path) -> Quantized:
 
     backend_source.quiet_lowering_imports()
     backend_source.activate_from_environment()
-    import torch
 
     folder = Path(folder)
     meta = json.loads((folder / "bundle.json").read_text())
     models = {kind: pt2.read_checked(folder / f"{kind}.pt2") for kind in MODEL_KINDS}
     program, floating = pt2.load(models["quantized"]), pt2.load(models["float"])
-    raw, inputs, at = (folder / "inputs.bin").read_bytes(), [], 0
-    for entry in meta["inputs"]:
-        dtype = {"float32": torch.float32, "int8": torch.int8, "int32": torch.int32, "int64": torch.int64,
-                 "bool": torch.bool}[entry["dtype"]]
-        size = int(np.prod(entry["shape"], dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
-        values = torch.frombuffer(bytearray(raw[at:at + size]), dtype=dtype) if size else torch.empty(0, dtype=dtype)
-        # In the strides it was saved with: a channels-last input stays one.
-        inputs.append(torch.empty_strided(entry["shape"], entry["strides"], dtype=dtype).copy_(values.reshape(entry["shape"])))
-        at += size
+    inputs = _tensors(folder / "inputs", meta["inputs"])
     bundle = ModelBundle(meta["name"], floating.module(), tuple(inputs), [], meta["qtol"], meta["source"], meta["notes"],
                          meta["data"], input_keys=tuple(meta.get("input_keys", ())))
-    return Quantized(bundle, program, program.module(), floating.module(), models, meta["layout"])
+    calibration = [tuple(_tensors(folder / f"calibration-{k}", entries)) for k, entries in enumerate(meta["calibration"])]
+    return Quantized(bundle, program, program.module(), floating.module(), models, meta["layout"], calibration)
 
 
 def to_edge_program(quantized: Quantized):
@@ -264,7 +281,9 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
     import torch
     from executorch import version as et_version
 
-    from cortexm.lowering import dialect
+    from cortexm.checking import constants
+    from cortexm.lowering import dialect, provenance
+    from cortexm.semantic import accuracy
     from cortexm.pte import parse
 
     quantized = source if isinstance(source, Quantized) else quantize(source, layout)
@@ -280,7 +299,8 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
 
         # to_executorch changes the graph it is given: the second plan starts from a copy.
         isolated = memory_plan.to_executorch_isolated(copy.deepcopy(lowered.edge)).buffer
-        pte = lowered.edge.to_executorch().buffer
+        manager = lowered.edge.to_executorch()
+        pte = manager.buffer
     plan = parse(pte).plan()
     calls: list = []
     reference, reference_kind, upstream_calls = _reference(pte, bundle, core, lowered, calls)
@@ -299,6 +319,10 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         entry["reference"] = entry.pop("file")
         outputs_meta.append(entry)
     semantic, model_outputs = _semantic(bundle, core, lowered, plan, calls, reference, outputs_meta)
+    with _stage(bundle, core, "measuring accuracy against the float model"):
+        # Over inputs drawn like the calibration data, where the integer reference runs the program.
+        measured = accuracy.measure(pte, core.backend, lowered.quantized, lowered.float_module,
+                                    accuracy.draw(quantized.calibration, bundle.name)) if calls else None
     without_helium = _without_helium(pte, bundle, core) if calls else None
 
     sidecar = {
@@ -324,6 +348,11 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         "inputs": inputs_meta,
         "outputs": outputs_meta,
         "semantic": semantic,
+        "accuracy": measured,
+        # Where each call came from in the model (cortexm.lowering.provenance), and the name of
+        # each constant by its content (cortexm.checking.constants): reports name them.
+        "calls": provenance.calls(manager),
+        "constants": constants.names_of(manager.exported_program()),
         # The M55's outputs had ExecuTorch's Helium loops rounded as its scalar loop does: what
         # excuses a cross-core difference as that rounding, and nothing else (cortexm.testing.app).
         "reference_without_helium": without_helium,
@@ -341,6 +370,7 @@ def _semantic(bundle: ModelBundle, core: Core, lowered: Lowered, plan, calls: li
         lowered.quantized, lowered.float_module, bundle.example_inputs, calls,
         [np.asarray(r.detach().numpy() if hasattr(r, "detach") else r) for r in reference],
         plan.outputs, [(e["quant"] or {}).get("scale") for e in outputs_meta], core.backend)
+    _call_arguments(record["points"], plan)
     record["program_outputs"] = [{k: e[k] for k in ("shape", "dtype", "dim_order")} for e in outputs_meta]
     record["model_outputs"] = lowered.signature
     raw = [_raw(m, e["dim_order"]) if list(m.shape) == e["shape"] else b""
@@ -348,6 +378,20 @@ def _semantic(bundle: ModelBundle, core: Core, lowered: Lowered, plan, calls: li
     record["models"] = {kind: f"{bundle.name}.{kind}.pt2" for kind in lowered.models}
     record["outputs"] = [f"{bundle.name}.model-{k}.bin" if data else None for k, data in enumerate(raw)]
     return record, raw
+
+
+def _call_arguments(points: list[dict], plan) -> None:
+    """Each point's call's scalar arguments by name (zero points, multipliers, shifts): a
+    departure names the one that differs from the model's quantization."""
+    from cortexm.checking import library
+
+    calls = {n: (op, call) for n, op, call in plan.kernel_calls()}
+    for point in points:
+        op, call = calls.get(point.get("call"), (None, None))
+        names = library.arguments_for(op.qualified_name, len(call.args), library.installed()) if call else None
+        if names:
+            point["call_args"] = {name: plan.values[index] for name, index in zip(names, call.args)
+                                  if isinstance(plan.values[index], (int, float)) and not isinstance(plan.values[index], bool)}
 
 
 class KnownFailure(CortexmError):
@@ -526,6 +570,11 @@ def _upstream_reference(bundle: ModelBundle, core: Core, lowered: Lowered) -> tu
     return outputs, kind
 
 
+# Told each stage as it starts (`cortexm export` shows them): a first export spends minutes
+# in stages that print nothing of their own.
+STAGE_LISTENERS: list = []
+
+
 class _stage:
     """Turns any failure inside a lowering stage into one line naming the stage."""
 
@@ -534,6 +583,8 @@ class _stage:
         self.what = what
 
     def __enter__(self):
+        for listener in STAGE_LISTENERS:
+            listener(f"{self.where}: {self.what}")
         return self
 
     def __exit__(self, kind, error, tb):
@@ -600,10 +651,20 @@ def bundle_names(stem: str, folder: Path) -> list[str]:
 def check_target(pte_path: Path, force: bool = False) -> None:
     """Before any work: the bundle can be written at `pte_path` without touching a file that is
     not cortexm's (cortexm.base.manifest)."""
+    from cortexm.base import locks
+
     pte_path = Path(pte_path)
     if pte_path.suffix != ".pte":
         raise CortexmError(f"{pte_path}: the output must be a .pte path")
     manifest.check_writable(pte_path)
+    # Every file of the bundle, not only the .pte, must fit a file name: the longest are
+    # NAME.quantized.pt2 and NAME.reference-K.bin (a bundle cut short would lack its sidecar).
+    longest = max([*bundle_names(pte_path.stem, Path("/nonexistent")), f"{pte_path.stem}.reference-99.bin"],
+                  key=lambda n: len(os.fsencode(n)))
+    if len(os.fsencode(longest)) > manifest.NAME_MAX:
+        raise CortexmError(f"{pte_path.name[:40]}...: a name too long for the bundle beside it ({longest[-20:]} is "
+                           f"{len(os.fsencode(longest))} bytes, at most {manifest.NAME_MAX}); choose a shorter -o")
+    locks.hold(pte_path, f"{pte_path} (an export's output)", "choose another -o")
     folder, sidecar_file = pte_path.parent, sidecar_path(pte_path)
     if folder.is_dir():
         manifest.check_owned(folder, bundle_names(pte_path.stem, folder), _owned(sidecar_file), force,

@@ -54,6 +54,16 @@ def name_of(spec: str) -> str:
 GENERIC_FACTORIES = ("model", "make", "build", "factory")
 
 
+def check_spec(spec: str) -> None:
+    """One line now for a MODEL that cannot be loaded whatever happens next: a built-in case
+    that does not exist, a .py without its factory (a factory's own errors come when it runs)."""
+    if ":" in spec and spec.rsplit(":", 1)[0].endswith(".py"):
+        return
+    if spec.endswith(".py"):
+        raise CortexmError(f"{spec}: name the factory too, as {spec}:FACTORY")
+    cases.get(spec)
+
+
 def load(spec: str) -> ModelBundle:
     from cortexm.lowering.backend_source import quiet_lowering_imports
 

@@ -36,11 +36,16 @@ class FlatbufferError(ValueError):
 class Table:
     """One flatbuffer table: field access by vtable slot number."""
 
-    __slots__ = ("buf", "pos", "_vtable", "_vtable_len")
+    __slots__ = ("buf", "pos", "_vtable", "_vtable_len", "memo")
 
-    def __init__(self, buf: bytes, pos: int) -> None:
+    def __init__(self, buf: bytes, pos: int, memo: dict | None = None) -> None:
         self.buf = buf
         self.pos = pos
+        # What was read already, by position, shared by every table of one buffer: a vector or a
+        # table many fields point at is read once and shared, so reading costs what the buffer
+        # holds, not what its references multiply it to (a crafted file shares one vector of
+        # 100,000 items among 100,000 values).
+        self.memo = {} if memo is None else memo
         _check(buf, pos, 4, "table")
         _aligned(pos, 4, "table")
         vtable = pos - _unpack(buf, "<i", pos)
@@ -89,7 +94,7 @@ class Table:
 
     def table(self, slot: int) -> Table | None:
         pos = self._field(slot)
-        return Table(self.buf, self._indirect(pos)) if pos else None
+        return Table(self.buf, self._indirect(pos), self.memo) if pos else None
 
     def string(self, slot: int) -> str | None:
         """A string, NUL bytes kept (see `has_nul`); bytes that are not UTF-8 are shown escaped."""
@@ -112,14 +117,19 @@ class Table:
             _aligned(pos + 4, elem_size, "vector data")
         return pos + 4, length
 
-    def scalars(self, slot: int, fmt: str) -> list:
-        """A vector of scalars (fmt is a struct code such as 'i' or 'q'); [] when absent."""
+    def scalars(self, slot: int, fmt: str) -> tuple:
+        """A vector of scalars (fmt is a struct code such as 'i' or 'q'); () when absent. The
+        same vector read twice is the same tuple."""
         pos = self._field(slot)
         if not pos:
-            return []
-        size = struct.calcsize("<" + fmt)
-        start, length = self._vector_header(self._indirect(pos), size)
-        return list(struct.unpack_from(f"<{length}{fmt}", self.buf, start))
+            return ()
+        target = self._indirect(pos)
+        key = ("scalars", target, fmt)
+        if key not in self.memo:
+            size = struct.calcsize("<" + fmt)
+            start, length = self._vector_header(target, size)
+            self.memo[key] = struct.unpack_from(f"<{length}{fmt}", self.buf, start)
+        return self.memo[key]
 
     def bytes(self, slot: int) -> memoryview:
         pos = self._field(slot)
@@ -134,7 +144,14 @@ class Table:
         if not pos:
             return []
         start, length = self._vector_header(self._indirect(pos), 4)
-        return [build(Table(self.buf, self._indirect(start + 4 * i))) for i in range(length)]
+        built = []
+        for i in range(length):
+            target = self._indirect(start + 4 * i)
+            key = ("table", target, build)
+            if key not in self.memo:
+                self.memo[key] = build(Table(self.buf, target, self.memo))
+            built.append(self.memo[key])
+        return built
 
     def union(self, type_slot: int, value_slot: int) -> tuple[int, Table | None]:
         """A union field: its type tag and its table (None when absent), whatever the tag."""

@@ -281,7 +281,25 @@ def read(data: bytes, file_size: int | None = None) -> Program:
     except FlatbufferError as e:
         raise PteError(f"damaged program data: {e}") from None
     _check_segments(program)
+    _check_unshared(program)
     return program
+
+
+def _check_unshared(program: Program) -> None:
+    """Every reference of the program (a list's item, an instruction's argument, a size) takes
+    its own bytes in the file, as ExecuTorch's serializer writes it. A flatbuffer can point many
+    fields at one vector: such a file is refused here, so that no reader's work grows past the
+    file's size (100,000 values sharing one 100,000-item list are 10^10 references in 1.2 MB)."""
+    references = 0
+    for plan in program.plans:
+        for value in plan.values:
+            items = value.items if isinstance(value, ListValue) else value.sizes if isinstance(value, TensorValue) else ()
+            references += len(items)
+        references += sum(len(getattr(ins, "args", ())) for ins in plan.instructions)
+    # A reference takes at least one byte (a size or a dim order byte), most four or eight.
+    if references > program.program_size:
+        raise PteError(f"its lists, sizes and arguments hold {references} references in a {program.program_size}-byte "
+                       "program: they share their items, which ExecuTorch's serializer never does")
 
 
 def head(data: bytes, file_size: int) -> tuple[int, int, int]:

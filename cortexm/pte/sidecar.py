@@ -4,10 +4,12 @@ says what it holds), read by every stage after the lowering, and how reports nam
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from cortexm.base.errors import CortexmError
+from cortexm.base import files
+
+# A sidecar holds names, shapes and a few hundred points: far below this.
+MAX_SIDECAR = 64 * 1024 * 1024
 
 
 def sidecar_path(pte_path: Path) -> Path:
@@ -34,10 +36,7 @@ def read_sidecar(pte_path: Path) -> dict | None:
     path = sidecar_path(Path(pte_path))
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise CortexmError(f"{path}: unreadable sidecar ({e})") from None
+    data = files.read_json(path, "sidecar", MAX_SIDECAR)
     if not isinstance(data, dict) or "cortexm" not in data:
         return None
     return data

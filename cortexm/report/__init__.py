@@ -1,5 +1,6 @@
 """Output: terminal tables and the inspection report (plain when not on a TTY); size.py breaks a
-runner ELF's flash and RAM down by the component each byte came from."""
+runner ELF's flash and RAM down by the component each byte came from; fit.py places a program
+and its runner on a board's memory (boards.toml)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from cortexm.base.text import raw, visible
+
 _console: Console | None = None
+
+
+class _Console(Console):
+    """Rich writes its own styling codes to the raw stream, so the text it is given is made
+    visible first (cortexm.base.text): rich passes escape sequences in text through."""
+
+    def print(self, *objects, **kwargs) -> None:
+        super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
 def console() -> Console:
@@ -18,14 +29,14 @@ def console() -> Console:
 
         # Off a terminal rich assumes 80 columns and wraps tables; logs and pipes want whole lines.
         width = None if sys.stdout.isatty() else 200
-        _console = Console(highlight=False, soft_wrap=True, width=width)
+        _console = _Console(highlight=False, soft_wrap=True, width=width, file=raw(sys.stdout))
     return _console
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
-    t = Table(*headers, title=title, box=None, pad_edge=False, header_style="bold")
+    t = Table(*headers, title=visible(title) if title else None, box=None, pad_edge=False, header_style="bold")
     for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
+        t.add_row(*("" if v is None else visible(str(v)) for v in row))
     console().print(t)
 
 
@@ -49,6 +60,18 @@ def print_inspection(report: dict[str, Any]) -> None:
         for kind in ("inputs", "outputs"):
             for k, io in enumerate(method[kind]):
                 out.print(f"  {kind[:-1]} {k}: {io['text']}")
+        lowering, dead = method["lowering"], method["constants"]
+        left = {}
+        for call in lowering["left"]:
+            left[call["op"]] = left.get(call["op"], 0) + 1
+        out.print(f"  lowered: {lowering['cortex_m']} of {lowering['calls']} calls are cortex_m kernels"
+                  + ("; not lowered: " + ", ".join(f"{n} {op}" for op, n in left.items()) if left else ""), markup=False)
+        if method.get("lowering_failure"):
+            out.print(f"  FLOAT: {method['lowering_failure']}", markup=False)
+        if dead["dead_bytes"]:
+            names = ", ".join(d["name"] or d["tensor"] for d in dead["dead"][:6])
+            out.print(f"  constants: {dead['dead_bytes']:,} of {dead['bytes']:,} B read by no call "
+                      f"({len(dead['dead'])} buffers: {names}{', ...' if len(dead['dead']) > 6 else ''})", markup=False)
         rows = []
         for c in method["calls"]:
             if "operator" in c:

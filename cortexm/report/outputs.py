@@ -35,10 +35,12 @@ def check(paths: dict[str, str | Path | None]) -> dict[str, Path | None]:
             checked[option] = None
             continue
         path = Path(value)
-        same = seen.get(path.absolute())
+        # The file it names, however it is spelled (./r.json, a/../r.json, a link to the folder).
+        where = _resolved(path)
+        same = seen.get(where)
         if same:
-            raise CortexmError(f"{path}: given to both {same} and {option}")
-        seen[path.absolute()] = option
+            raise CortexmError(f"{path}: given to both {same} and {option} (the same file)")
+        seen[where] = option
         manifest.check_writable(path, f"{option} report")
         if os.path.lexists(path):
             if path.is_symlink() or not path.is_file():
@@ -49,6 +51,12 @@ def check(paths: dict[str, str | Path | None]) -> dict[str, Path | None]:
                                    f"{option} path")
         checked[option] = path
     return checked
+
+
+def _resolved(path: Path) -> Path:
+    """The file `path` names: its folder resolved (links followed, `..` gone), its own name kept
+    (a link at the name itself is refused later, never followed)."""
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 def is_report(path: Path) -> bool:

@@ -19,6 +19,10 @@ point by point so that a failure names the call at fault:
 - `judge` holds the tolerance of every cortex_m operator, each with why CMSIS-NN's
   integer arithmetic may differ from float between quantize and dequantize by that much,
   and turns the recorded points into verdict lines.
+- `accuracy` measures the program against the float model over inputs drawn like the
+  calibration data (what a quantizer that makes a self-consistent but less accurate model
+  changes, which the other judges cannot see), holds it to a floor, and compares it with a
+  baseline's.
 
 What enters: the program (.pte bytes), its inputs, the core's CMSIS-NN variant, the
 quantized model and the float model as torch.export programs. What leaves: a plain dict

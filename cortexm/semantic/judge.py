@@ -95,7 +95,8 @@ def departures(semantic: dict) -> list[tuple[str, str]]:
             mechanism = f"; {point['explained']}" if point.get("explained") else ""
             lines.append((f"{_where(point)} departs from the quantized model: {point['differ']} of "
                           f"{point['elements']} elements differ, up to {point['max_lsb']:g} LSB > {allowed} LSB "
-                          f"allowed{at}{mechanism}{_unmatched_before(semantic, index)}", _details(point)))
+                          f"allowed{at}{mechanism}{_unmatched_before(semantic, index)}{_quantization(point)}",
+                          _details(point)))
     return lines
 
 
@@ -143,6 +144,19 @@ def _where(point: dict) -> str:
     what = f"call {point['call']} {point['op']}" if point.get("call") is not None else point.get("op") or "a value"
     model = f" ({point['node']}: {', '.join(point['model_ops'])})" if point.get("model_ops") else f" ({point['node']})"
     return what + model
+
+
+def _quantization(point: dict) -> str:
+    """The call's quantization arguments beside the model's: the argument that differs shows."""
+    args, model = point.get("call_args"), point.get("model_qparams")
+    if not args or not model:
+        return ""
+    given = ", ".join(f"{name}={value:g}" for name, value in args.items()
+                      if any(word in name for word in ("zero_point", "offset", "multiplier", "shift", "scale")))
+    inputs = ", ".join(f"(scale {s:.6g}, zero point {z})" for s, z in model.get("inputs", []))
+    out = model.get("output") or [None, None]
+    return (f"; the call's arguments: {given or 'none'}; the model's quantization: inputs {inputs or 'none'}, "
+            f"output (scale {out[0]:.6g}, zero point {out[1]})")
 
 
 def _details(point: dict) -> str:

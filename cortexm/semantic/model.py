@@ -54,6 +54,22 @@ def model_ops(node) -> list[str]:
     return list(reversed(ops))
 
 
+def model_qparams(node) -> dict:
+    """The quantization the model gives what the quantize `node` quantizes: each dequantized
+    input of the operators behind it (scale, zero point), and its own output's."""
+    inputs, todo, seen = [], [node.args[0]], set()
+    while todo:
+        current = todo.pop(0)
+        if not hasattr(current, "op") or current in seen or current.op != "call_function":
+            continue
+        seen.add(current)
+        if "dequantize_per_tensor" in str(current.target):
+            inputs.append([float(current.args[1]), int(current.args[2])])
+        elif "quantize_per" not in str(current.target):
+            todo += list(current.all_input_nodes)
+    return {"inputs": inputs, "output": [float(node.args[1]), int(node.args[2])]}
+
+
 def _op_name(target) -> str:
     name = getattr(target, "__name__", str(target))  # "conv2d.default"
     namespace = getattr(target, "namespace", "aten")
@@ -158,7 +174,8 @@ class _Forced:
         chosen = (within or candidates)[0]
         self.claimed.add(chosen)
         call = self.calls[chosen]
-        self.points.append(_point(node.name, model_ops(node), call, model, call.value, 1.0, self.backend))
+        self.points.append({**_point(node.name, model_ops(node), call, model, call.value, 1.0, self.backend),
+                            "model_qparams": model_qparams(node)})
         self.after[node] = call.n if call.n is not None else -1
         # Carry on from the program's value, in the model value's own layout.
         forced = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)

@@ -7,7 +7,6 @@ runs exports in parallel, and collects one CaseResult per (case, core).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -51,6 +50,11 @@ class Simulator(Protocol):
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome: ...
 
 
+# Statuses that fail a run: against a baseline, slower (SLOWER), less accurate (DEGRADED) or
+# a larger program (LARGER) too.
+FAILED = ("FAIL", "XPASS", "ERROR", "SLOWER", "DEGRADED", "LARGER")
+
+
 @dataclass
 class CaseResult:
     case: str
@@ -60,6 +64,27 @@ class CaseResult:
     status: str = "PASS"
     dialect: str = "-"  # ok, DIFF, - (no golden)
     verify: str = "-"
+    lowering: str = "-"  # ok, FAIL (a compute operator left in float), - (not checked)
+    # [cortex_m kernel calls, kernel calls], and every call that is not a cortex_m kernel
+    # (cortexm.checking.lowering.LeftCall.as_dict).
+    lowered: list = field(default_factory=list)
+    left: list = field(default_factory=list)
+    # The program's constant bytes and those no call reads (cortexm.checking.constants), with the
+    # known defect that explains them ("" when none does, or there are none).
+    constant_bytes: int | None = None
+    dead_bytes: int | None = None
+    dead_cause: str = ""
+    pte_bytes: int | None = None
+    # The program against the float model over inputs drawn like the calibration data
+    # (cortexm.semantic.accuracy): the lowest SQNR over its outputs, top-1 agreement ("k/n"),
+    # and each activation point's own SQNR in the quantized model (what --baseline blames).
+    accuracy_db: float | None = None
+    top1: str | None = None
+    accuracy_points: list = field(default_factory=list)
+    # What the run used of the runner's memory (cortexm.report.fit.parse_memory_line), and
+    # whether the case is a deployment (cortexm.cases.tiny): its line is printed.
+    memory_use: dict = field(default_factory=dict)
+    deployment: bool = False
     sim: str = "-"
     memory: str = "-"  # the memory oracle: ok, FAIL, - (not run)
     semantic: str = "-"  # the program against the quantized model (cortexm.semantic): ok, FAIL, - (no model)
@@ -96,7 +121,7 @@ class CaseResult:
 
     @property
     def failed(self) -> bool:
-        return self.status in ("FAIL", "XPASS", "ERROR", "SLOWER")
+        return self.status in FAILED
 
 
 @dataclass
@@ -351,7 +376,7 @@ def _str(p: Path | None) -> str | None:
 
 def check(case: case_registry.Case, core: Core, exported: Path | str, options: Options) -> CaseResult:
     result = CaseResult(case.name, core.name, exhaustive=case.grid[0] if case.grid and
-                        case.grid[1].startswith("exhaustive") else "")
+                        case.grid[1].startswith("exhaustive") else "", deployment=case.deployment)
     try:
         _check(case, core, exported, options, result)
     except CortexmError as e:
@@ -401,12 +426,14 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     t = time.perf_counter()
     from cortexm.checking.verify import verify_file
 
-    findings = verify_file(pte, options.library, core)
+    findings = verify_file(pte, options.library, core, lowering=False)
     problems = [f for f in findings if f.is_problem]
     result.verify = "ok" if not problems else problems[0].status
     for f in problems:
         _fail(result, "verify", f.line())
     result.seconds["verify"] = time.perf_counter() - t
+    _check_lowering(case, bundle, result)
+    _check_constants(bundle, core, result)
 
     t = time.perf_counter()
     # Goldens belong to built-in cases; a given program only shares the name.
@@ -420,6 +447,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
                 _fail(result, "dialect", f"lowered graph differs from {golden}", diff)
     result.seconds["dialect"] = time.perf_counter() - t
     _check_semantic(sidecar, result)
+    _check_accuracy(case, sidecar, result)
 
     simulator = options.simulators.get(core.name)
     if simulator is None or isinstance(simulator, str):
@@ -437,6 +465,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.seconds["run"] = time.perf_counter() - t
     result.instructions = outcome.instructions
     result.calls = call_costs(pte, outcome.calls)
+    result.memory_use = _memory_use(outcome.log)
     if outcome.failure:
         result.sim = "FAIL"
         _fail(result, "run", f"{simulator.name}: {outcome.failure}", _tail(outcome.log))
@@ -461,6 +490,64 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     _check_upstream_reference(sidecar, result)
     if options.memory and bundle.has(sidecar.get("isolated")):
         _check_memory(bundle, simulator, core, options, result)
+
+
+def _check_lowering(case, bundle: Bundle, result: CaseResult) -> None:
+    """Every call that is not a cortex_m kernel, and a compute operator left in float as a
+    failure of its own unless the case expects it (cortexm.checking.lowering)."""
+    from cortexm.checking import lowering
+    from cortexm.pte import load
+
+    result.stages.append("lowering")
+    total, lowered, left = lowering.survey(load(bundle.pte).plan(), bundle.sidecar)
+    result.lowered, result.left = [lowered, total], [c.as_dict() for c in left]
+    line = lowering.failure_line(left, dict(case.float_ops))
+    result.lowering = "ok" if line is None else "FAIL"
+    if line is not None:
+        _fail(result, "lowering", line, "\n".join(f"instruction {c.instruction} {c.op} ({c.where()}"
+                                                  f"{', ' + c.source if c.source else ''}): {c.reason}"
+                                                  for c in left if c.fails))
+
+
+def _check_constants(bundle: Bundle, core: Core, result: CaseResult) -> None:
+    """Constant bytes no call reads (cortexm.checking.constants): those a known defect leaves
+    are noted with it; any other fails stage `constants`."""
+    from cortexm.checking import constants
+    from cortexm.pte import parse
+
+    data = bundle.pte.read_bytes()
+    program = parse(data)
+    found = constants.survey(program, program.plan(), data, bundle.sidecar.get("constants"))
+    result.pte_bytes, result.constant_bytes, result.dead_bytes = len(data), found.total, found.dead_bytes
+    if not found.dead:
+        return
+    result.stages.append("constants")
+    known = defects.EXECUTORCH_DEAD_WEIGHTS
+    applies = known.applies(core.name, defects.default_locators())
+    unexplained = [d for d in found.dead if not (applies and (not d.name or known.explains("constants", d.name)))]
+    if not unexplained:
+        result.dead_cause = known.name
+        return
+    _fail(result, "constants", constants.Constants(found.total, tuple(unexplained)).line(),
+          "\n".join(f"buffer {d.buffer} {d.tensor} {d.name}: {d.nbytes} B" for d in unexplained))
+
+
+def _check_accuracy(case, sidecar: dict, result: CaseResult) -> None:
+    """The program against the float model (cortexm.semantic.accuracy): shown, and failed below
+    the floor where the case's data stays in the calibrated range."""
+    from cortexm.semantic import accuracy
+
+    record = sidecar.get("accuracy")
+    if not record:
+        return
+    result.stages.append("accuracy")
+    result.accuracy_db, result.top1 = accuracy.summary(record)
+    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.get("semantic") or {}).get("points", [])}
+    result.accuracy_points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
+                              for p in record.get("points", [])]
+    line = accuracy.below_floor(record, sidecar.get("data", "uniform"))
+    if line:
+        _fail(result, "accuracy", line)
 
 
 def _check_semantic(sidecar: dict, result: CaseResult) -> None:
@@ -488,6 +575,16 @@ def _check_semantic(sidecar: dict, result: CaseResult) -> None:
 # The main run times every instruction on its own (the runner's --calls): per-call costs for
 # the performance gate, at no cost to the total.
 CALLS = ("--calls", "1")
+
+
+def _memory_use(log: str) -> dict:
+    """The runner's memory line of a run, or {} (a host run, an older runner)."""
+    from cortexm.report.fit import parse_memory_line
+
+    try:
+        return parse_memory_line(log)
+    except CortexmError:
+        return {}
 
 
 def call_costs(pte: Path, costs: dict[int, int]) -> list[list]:
@@ -713,46 +810,50 @@ def grid_coverage(results: list[CaseResult]) -> dict[str, dict[str, dict[str, bo
 
 
 def to_json(results: list[CaseResult], checks: list[CrossCore], meta: dict) -> str:
+    from cortexm.base.text import json_dumps
+
     rows = [{k: v for k, v in asdict(r).items() if k != "outputs"} for r in results]
-    return json.dumps({"meta": meta, "results": rows,
+    return json_dumps({"meta": meta, "results": rows,
                        "cross_core": [dict(asdict(c), agree=c.agree, failed=c.failed) for c in checks],
-                       "grid_coverage": grid_coverage(results)}, indent=1)
+                       "grid_coverage": grid_coverage(results)}, indent=1, default=str)
 
 
 def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
     """JUnit XML: one testsuite per core, one testcase per case."""
     import xml.etree.ElementTree as ET
 
+    from cortexm.base.text import xml_safe as x
+
     suites = ET.Element("testsuites", name="cortexm")
     for core in dict.fromkeys(r.core for r in results):
         rs = sorted((r for r in results if r.core == core), key=lambda r: r.case)  # shards merge to the same file
-        suite = ET.SubElement(suites, "testsuite", name=core, tests=str(len(rs)),
-                              failures=str(sum(r.status in ("FAIL", "XPASS", "SLOWER") for r in rs)),
+        suite = ET.SubElement(suites, "testsuite", name=x(core), tests=str(len(rs)),
+                              failures=str(sum(r.status in FAILED and r.status != "ERROR" for r in rs)),
                               errors=str(sum(r.status == "ERROR" for r in rs)),
                               skipped=str(sum(r.status in ("XFAIL", "NOT RUN") for r in rs)),
                               time=f"{sum(sum(r.seconds.values()) for r in rs):.3f}")
         for r in rs:
-            tc = ET.SubElement(suite, "testcase", classname=f"cortexm.{core}", name=r.case,
+            tc = ET.SubElement(suite, "testcase", classname=x(f"cortexm.{core}"), name=x(r.case),
                                time=f"{sum(r.seconds.values()):.3f}")
-            if r.status in ("FAIL", "XPASS", "SLOWER"):
-                ET.SubElement(tc, "failure", message=r.reason).text = r.details
+            if r.status in FAILED and r.status != "ERROR":
+                ET.SubElement(tc, "failure", message=x(r.reason)).text = x(r.details)
             elif r.status == "ERROR":
-                ET.SubElement(tc, "error", message=r.reason).text = r.details
+                ET.SubElement(tc, "error", message=x(r.reason)).text = x(r.details)
             elif r.status == "XFAIL":
-                ET.SubElement(tc, "skipped", message=f"expected failure: {r.reason}")
+                ET.SubElement(tc, "skipped", message=x(f"expected failure: {r.reason}"))
             elif r.status == "NOT RUN":
-                ET.SubElement(tc, "skipped", message=r.reason)
+                ET.SubElement(tc, "skipped", message=x(r.reason))
             props = ET.SubElement(tc, "properties")
             for name in ("dialect", "verify", "sim", "memory", "semantic", "semantic_lsb", "max_lsb", "mismatches",
                          "instructions", "perf"):
-                ET.SubElement(props, "property", name=name, value=str(getattr(r, name)))
+                ET.SubElement(props, "property", name=name, value=x(str(getattr(r, name))))
     if checks:
         suite = ET.SubElement(suites, "testsuite", name="cross-core", tests=str(len(checks)),
                               failures=str(sum(c.failed for c in checks)), errors="0", skipped="0")
         for c in sorted(checks, key=lambda c: c.case):
-            tc = ET.SubElement(suite, "testcase", classname="cortexm.cross-core", name=c.case)
+            tc = ET.SubElement(suite, "testcase", classname="cortexm.cross-core", name=x(c.case))
             if c.failed:
-                ET.SubElement(tc, "failure", message=c.line())
+                ET.SubElement(tc, "failure", message=x(c.line()))
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 

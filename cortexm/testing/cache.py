@@ -26,7 +26,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm.base import files, imports, manifest
+from cortexm.base import files, imports, locks, manifest
 from cortexm.base.errors import InputsChanged, storage_error
 from cortexm.lowering import backend_source
 from cortexm.sources import cache_dir
@@ -175,10 +175,19 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write, entr
     inputs fail the same way, and a warm run should not pay for finding out again. A failure
     that may pass by itself (`transient`) is not cached.
     """
-    from cortexm.base.errors import CortexmError
-
     entry_key = entry_key or key(case, core, layout, case_file)
     final = root() / entry_key
+    # One process makes an entry; another that wants it waits, then takes it.
+    with locks.waiting(final):
+        written = manifest.read(final / MANIFEST)
+        if written and f"{case}.pte" in written and manifest.damage(final, written) is None:
+            return final / f"{case}.pte"
+        return _store(case, core, layout, case_file, write, entry_key, final)
+
+
+def _store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str, final: Path) -> Path:
+    from cortexm.base.errors import CortexmError
+
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         remove_abandoned(final.parent)

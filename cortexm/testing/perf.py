@@ -42,15 +42,10 @@ def parse_threshold(text: str) -> float:
 
 def load_baseline(path: str | Path) -> dict:
     """An earlier run's --json report, checked enough to compare with: one line if it is not."""
-    import json
-
     from cortexm.base import files
     from cortexm.base.errors import CortexmError
 
-    try:
-        report = json.loads(files.regular(path, "baseline report", 1 << 30).read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CortexmError(f"{path}: not a JSON report ({e})") from None
+    report = files.read_json(path, "JSON report")
     if not isinstance(report, dict) or not isinstance(report.get("results"), list):
         raise CortexmError(f"{path}: not a report of `cortexm test --json` (no results)")
     return report
@@ -137,6 +132,31 @@ def size_gate(sizes: dict[str, dict[str, int]], baseline: dict, threshold: float
                 changes.append(Change(f"{'LARGER' if ratio > 0 else 'SMALLER'} {core} runner {what}: "
                                       f"{old:,} -> {now[what]:,} B ({ratio:+.1%})", ratio > 0))
     return changes
+
+
+def program_gate(results, baseline: dict) -> list[Change]:
+    """Each program's size against the baseline's for the same case and core: a program that
+    grew is LARGER (a failure: it is flash on the device), with its dead constant bytes."""
+    before = {(r["case"], r["core"]): r for r in baseline.get("results", [])}
+    changes = []
+    for result in results:
+        old = (before.get((result.case, result.core)) or {}).get("pte_bytes")
+        if not old or not result.pte_bytes or result.pte_bytes <= old:
+            continue
+        dead = (before.get((result.case, result.core)) or {}).get("dead_bytes")
+        line = (f"program {old:,} -> {result.pte_bytes:,} B ({result.pte_bytes / old - 1:+.1%}); constant bytes no "
+                f"call reads {dead if dead is not None else '?'} -> {result.dead_bytes}")
+        if result.status in ("PASS", "FASTER"):
+            result.status, result.reason = "LARGER", line
+        changes.append(Change(f"LARGER {result.case} {result.core}: {line}", True))
+    return changes
+
+
+def compared(results, baseline: dict) -> int:
+    """How many of this run's results the baseline has a result for: 0 means the gate
+    compared nothing, which is a failure of its own (a baseline of other cases or cores)."""
+    before = {(r.get("case"), r.get("core")) for r in baseline.get("results", []) if isinstance(r, dict)}
+    return sum((r.case, r.core) in before for r in results)
 
 
 # Instructions per int8 MAC at the core's best multiply-accumulate instruction: two per SMLAD

@@ -15,14 +15,14 @@ def print_summary(results, checks, options, elapsed: float) -> None:
         rows = [r for r in results if r.core == core]
         sim = options.simulators.get(core)
         sim_name = getattr(sim, "name", None) or "no simulator"
-        table(["case", "dialect", "verify", "semantic", "sim", "memory", "max|diff| LSB", "mismatches", "instructions",
-               "status"],
-              [[r.case, r.dialect, r.verify, _semantic_cell(r), r.sim, r.memory, _num(r.max_lsb), _ratio(r),
-                _num(r.instructions), r.status] for r in rows if not r.exhaustive],
+        table(["case", "dialect", "verify", "lowered", "dead", "semantic", "vs float", "sim", "memory", "max|diff| LSB",
+               "instructions", "status"],
+              [[r.case, r.dialect, r.verify, _lowered_cell(r), _dead_cell(r), _semantic_cell(r), _float_cell(r), r.sim,
+                r.memory, _diff_cell(r), _num(r.instructions), r.status] for r in rows if not r.exhaustive],
               title=f"{core} ({sim_name})")
         _exhaustive_rows([r for r in rows if r.exhaustive], core)
         counts = {s: sum(r.status == s for r in rows)
-                  for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN", "SLOWER", "FASTER")}
+                  for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN", "SLOWER", "FASTER", "DEGRADED", "LARGER")}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
         if isinstance(sim, str):
             out.print(f"{core}: simulator runs skipped: {sim}")
@@ -35,6 +35,8 @@ def print_summary(results, checks, options, elapsed: float) -> None:
         out.print(f"cross-core: {sum(c.agree for c in checks)} bit-identical, {sum(c.failed for c in checks)} differ"
                   + (f", {sum(not c.agree and not c.failed for c in checks)} differ as expected" if any(c.expected for c in checks) else ""))
         out.print()
+    _deployments([r for r in results if r.deployment], options)
+    _dead_constants(results)
     coverage = grid_coverage(results)
     if coverage:
         rows = []
@@ -64,6 +66,65 @@ def print_summary(results, checks, options, elapsed: float) -> None:
               f"{sum(r.status == 'XFAIL' for r in results)} expected failures, {len(not_run)} not simulated")
 
 
+def _deployments(rows, options) -> None:
+    """The deployment line of each real model (cortexm.cases.tiny) on each core: what it costs
+    on the board and what it keeps of its float model's accuracy."""
+    from pathlib import Path
+
+    from cortexm.report.size import RESERVED, footprint
+    from cortexm.testing.perf import call_macs
+
+    if not rows:
+        return
+    runners = {}
+    for core, simulator in options.simulators.items():
+        runner = getattr(simulator, "runner", None)
+        try:
+            found = footprint(Path(runner.elf), Path(runner.elf).with_suffix(".map")) if runner else None
+        except Exception:  # noqa: BLE001 - a host build has no map: no sizes, the rest still shows
+            found = None
+        if found is not None:
+            reserved = sum(c.ram for c in found.components if c.name in set(RESERVED.values()))
+            runners[core] = (found.flash, found.ram - reserved)
+    table_rows = []
+    for r in rows:
+        code, static = runners.get(r.core, (None, None))
+        use = r.memory_use
+        ram = (static + sum(use[k] for k in ("planned", "method allocator", "temp allocator", "stack", "heap"))
+               if use and static is not None else None)
+        macs = sum(call_macs(Path(r.pte)).values()) if r.pte else 0
+        table_rows.append([r.case, r.core, _lowered_cell(r), _dead_cell(r), _kib(r.pte_bytes),
+                           _kib(code + r.pte_bytes if code is not None and r.pte_bytes else None), _kib(ram),
+                           _num(r.instructions), f"{r.instructions / macs:.2f}" if macs and r.instructions else "-",
+                           _float_cell(r)])
+    table(["model", "core", "lowered", "dead", "program", "flash", "RAM", "instructions", "instr/MAC", "vs float"],
+          table_rows, title="deployment (flash: the suite's runner and the program; RAM: its data, heap and stack "
+                            "as measured, the planned buffers and both allocators; `cortexm fit` for a board)")
+
+
+def _dead_constants(results) -> None:
+    """The constant bytes no call reads, over every program, and what the known defect
+    predicted: where it is in the code under test and no program carries any, it looks fixed."""
+    from cortexm.cases import defects
+
+    measured = [r for r in results if r.constant_bytes]
+    if not measured:
+        return
+    dead = sum(r.dead_bytes or 0 for r in measured)
+    total = sum(r.constant_bytes for r in measured)
+    known = defects.EXECUTORCH_DEAD_WEIGHTS
+    line = f"constants: {dead:,} of {total:,} B ({100 * dead / total:.0f} %) in {len(measured)} programs are read by no call"
+    if dead == 0 and any(known.applies(r.core, defects.default_locators()) for r in measured):
+        line += f"; {known.name} looks fixed here (update its record in cortexm/cases/defects.py)"
+    elif dead:
+        line += f" ({sum(1 for r in measured if r.dead_bytes)} programs; {known.name}, a known defect)"
+    console().print(line, markup=False)
+
+
+def _kib(n) -> str:
+    return "-" if n is None else f"{n / 1024:,.1f} KiB"
+
+
 def _exhaustive_rows(rows, core: str) -> None:
     """Exhaustive cases (thousands) as one line per operator; failures are listed below as any."""
     if not rows:
@@ -91,27 +152,53 @@ def _semantic_cell(r) -> str:
     return r.semantic if r.semantic_lsb is None else f"{r.semantic} {r.semantic_lsb:g}"
 
 
+def _lowered_cell(r) -> str:
+    """The share of kernel calls that are cortex_m kernels (cortexm.checking.lowering)."""
+    if not r.lowered:
+        return "-"
+    lowered, total = r.lowered
+    return "all" if lowered == total else f"{lowered}/{total}" + (" FAIL" if r.lowering == "FAIL" else "")
+
+
+def _dead_cell(r) -> str:
+    """The share of constant bytes no call reads (cortexm.checking.constants)."""
+    if not r.constant_bytes:
+        return "-"
+    return "0" if not r.dead_bytes else f"{100 * r.dead_bytes / r.constant_bytes:.0f}%"
+
+
+def _float_cell(r) -> str:
+    """SQNR against the float model over the drawn inputs, and top-1 agreement."""
+    if r.accuracy_db is None:
+        return "-" if r.top1 is None else r.top1
+    return f"{r.accuracy_db:.1f} dB" + (f" {r.top1}" if r.top1 else "")
+
+
+def _diff_cell(r) -> str:
+    """The largest difference from the integer reference, with how many elements differ when any do."""
+    if r.max_lsb is None:
+        return "-"
+    return _num(r.max_lsb) + (f" ({r.mismatches}/{r.elements})" if r.mismatches else "")
+
+
 def _num(v) -> str:
     if v is None:
         return "-"
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _ratio(r) -> str:
-    return "-" if r.mismatches is None else f"{r.mismatches}/{r.elements}"
-
-
 def print_changes(changes, baseline: str, threshold: float) -> None:
     """The performance gate's findings (cortexm.testing.perf), or that there were none."""
     out = console()
     if not changes:
-        out.print(f"performance: no case or runner changed by more than {threshold:.0%} against {baseline}", markup=False)
+        out.print(f"against {baseline}: no case or runner changed by more than {threshold:.0%} in instructions or size, "
+                  "no program grew, no case lost accuracy", markup=False)
         return
     for change in changes:
         out.print(change.line, markup=False)
     failed = sum(c.failed for c in changes)
-    out.print(f"performance against {baseline} (threshold {threshold:.0%}): {len(changes)} changes, {failed} of them "
-              f"slower or larger", markup=False)
+    out.print(f"against {baseline} (threshold {threshold:.0%}): {len(changes)} changes, {failed} of them "
+              f"failures (slower, larger, less accurate, or nothing compared)", markup=False)
 
 
 def print_per_mac(rows) -> None:

@@ -125,7 +125,7 @@ def _run(routing: Routing, manager, inputs, folder: Path, timeout: float, runner
     # say what it is before running it (cortexm verify's audit for this core).
     from cortexm.checking.verify import verify_file
 
-    audit = [f for f in verify_file(pte, None, routing.core, name="program") if f.is_problem]
+    audit = [f for f in verify_file(pte, None, routing.core, name="program", lowering=False) if f.is_problem]
     if audit:
         raise RuntimeError(f"Corstone simulation failed. Problems: 1 found:\n{audit[0].line()} "
                            f"(lowered for another CMSIS-NN variant than {routing.core.name}'s, not run)")

@@ -521,7 +521,8 @@ int run(const Options& options) {
     }
   }
   std::printf(
-      "I memory: program %lu B, planned %lu B, method allocator %lu of %lu B, temp allocator %lu of %lu B, arena %lu of %lu B\n",
+      "I memory: program %lu B, planned %lu B, method allocator %lu of %lu B, temp allocator %lu of %lu B, arena %lu of %lu B, "
+      "stack %lu of %lu B, heap %lu of %lu B\n",
       static_cast<unsigned long>(program_file.size),
       static_cast<unsigned long>(planned_total),
       static_cast<unsigned long>(method_pool.peak()),
@@ -529,7 +530,11 @@ int run(const Options& options) {
       static_cast<unsigned long>(temp_pool.peak()),
       static_cast<unsigned long>(CORTEXM_TEMP_POOL_SIZE),
       static_cast<unsigned long>(arena.used()),
-      static_cast<unsigned long>(arena.size()));
+      static_cast<unsigned long>(arena.size()),
+      static_cast<unsigned long>(board_stack_used()),
+      static_cast<unsigned long>(board_stack_size()),
+      static_cast<unsigned long>(board_heap_used()),
+      static_cast<unsigned long>(board_heap_size()));
   return cortexm::kExitOk;
 }
 

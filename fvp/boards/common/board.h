@@ -37,6 +37,13 @@ uint64_t board_counter_read(void);
 uint8_t* board_arena_begin(void);
 uint8_t* board_arena_end(void);
 
+/* The deepest the stack went since reset, and the bytes reserved for it (the stack is
+ * painted at reset and read back: 0 where the board cannot tell); the heap newlib took. */
+size_t board_stack_used(void);
+size_t board_stack_size(void);
+size_t board_heap_used(void);
+size_t board_heap_size(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@ extern uint32_t __bss_start, __bss_end;
 extern void initialise_monitor_handles(void); /* newlib's librdimon */
 extern void __libc_init_array(void);
 extern void board_stdio_started(void); /* semihosting.c */
+extern void board_stack_paint(void);   /* memory.c */
 extern int main(void);
 
 void Reset_Handler(void);
@@ -62,6 +63,7 @@ void Reset_Handler(void) {
   for (uint32_t* dst = &__bss_start; dst < &__bss_end;) {
     *dst++ = 0;
   }
+  board_stack_paint(); /* memory.c: how deep the stack goes is read back at the end */
 
   initialise_monitor_handles();
   board_stdio_started();

@@ -61,3 +61,20 @@ uint8_t* board_arena_begin(void) {
 uint8_t* board_arena_end(void) {
   return NULL;
 }
+
+/* The host's stack and heap are the operating system's: not measured. */
+size_t board_stack_used(void) {
+  return 0;
+}
+
+size_t board_stack_size(void) {
+  return 0;
+}
+
+size_t board_heap_used(void) {
+  return 0;
+}
+
+size_t board_heap_size(void) {
+  return 0;
+}

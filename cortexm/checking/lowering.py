@@ -1,0 +1,168 @@
+"""Lowering coverage: which calls of a program are not cortex_m kernels, and why.
+
+A model the Cortex-M quantizer did not fully take still exports, verifies and loads: the
+operators it left run ExecuTorch's portable kernels, in float where nothing quantized them.
+On a microcontroller that is the slow path and the large one, and a layout the CMSIS-NN
+kernels do not expect fails only when it runs. This says, before anything runs, every call
+that is not a cortex_m kernel, the model node it came from (the sidecar's `calls`, when
+there is one), and why it was not lowered where the program tells:
+
+- its input is contiguous (NCHW): the cortex_m quantizer takes convolutions, pooling,
+  softmax and broadcasts only in channels_last, so the legacy lowering leaves them;
+- it is quantized around (a dequantize feeds it, a quantize reads it) but no cortex_m
+  kernel took it: the tree lowers no such operator or pattern;
+- its inputs are float and nothing dequantizes them: the quantizer did not annotate it.
+
+A compute operator (convolution, linear, matmul, pooling, softmax, elementwise arithmetic)
+that computes in float is a failure of its own, stage `lowering`, unless the case expects it.
+Data movement (views, copies, concatenation) and integer clamps are listed, not failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cortexm.pte.program import ExecutionPlan, TensorValue
+
+# Operators whose work is arithmetic a CMSIS-NN kernel should do (aten base names).
+COMPUTE = frozenset({
+    "convolution", "conv2d", "linear", "addmm", "mm", "bmm", "matmul", "avg_pool2d", "max_pool2d",
+    "max_pool2d_with_indices", "adaptive_avg_pool2d", "mean", "sum", "_softmax", "softmax", "_log_softmax",
+    "add", "sub", "mul", "div", "rsub", "minimum", "maximum", "hardswish", "hardsigmoid", "sigmoid", "tanh",
+    "gelu", "silu", "relu", "hardtanh", "clamp", "leaky_relu", "layer_norm", "native_layer_norm", "batch_norm",
+    "_native_batch_norm_legit_no_training", "pow", "sqrt", "rsqrt", "exp",
+})
+# Of those, the ones the cortex_m quantizer takes only in channels_last (its pattern checks).
+LAYOUT_BOUND = frozenset({"convolution", "conv2d", "avg_pool2d", "max_pool2d", "max_pool2d_with_indices",
+                          "adaptive_avg_pool2d", "_softmax", "softmax", "add", "mul"})
+FLOATS = frozenset({"float32", "float64", "float16", "bfloat16"})
+CONTIGUOUS_4D = (0, 1, 2, 3)
+QUANTIZE = "cortex_m::quantize_per_tensor"
+DEQUANTIZE = "cortex_m::dequantize_per_tensor"
+
+
+@dataclass(frozen=True)
+class LeftCall:
+    """A call that is not a cortex_m kernel."""
+
+    instruction: int
+    op: str  # e.g. aten::convolution.out
+    in_float: bool  # it reads or writes float tensors
+    compute: bool  # a compute operator (COMPUTE)
+    reason: str  # why it was not lowered, where the program tells ("" otherwise)
+    node: str = ""  # the model node it came from (sidecar `calls`)
+    module: str = ""  # the module that holds it
+    source: str = ""  # file.py:LINE of the model's code
+
+    @property
+    def base(self) -> str:
+        return base_name(self.op)
+
+    @property
+    def fails(self) -> bool:
+        return self.compute and self.in_float
+
+    def where(self) -> str:
+        """How a report names it: its module, else its model node, else the instruction."""
+        return self.module or self.node or f"instruction {self.instruction}"
+
+    def as_dict(self) -> dict:
+        return {"instruction": self.instruction, "op": self.op, "in_float": self.in_float, "compute": self.compute,
+                "reason": self.reason, "node": self.node, "module": self.module, "source": self.source}
+
+
+def base_name(op: str) -> str:
+    """aten::convolution.out -> convolution."""
+    return op.split("::", 1)[-1].split(".", 1)[0]
+
+
+def survey(plan: ExecutionPlan, sidecar: dict | None = None) -> tuple[int, int, list[LeftCall]]:
+    """(kernel calls, cortex_m calls, every call that is not a cortex_m kernel)."""
+    calls = plan.kernel_calls()
+    provenance = {c.get("instruction"): c for c in (sidecar or {}).get("calls") or [] if isinstance(c, dict)}
+    producer = {}  # value index -> (instruction, operator) that wrote it (an out argument: the last)
+    sources = {}  # instruction -> the value its first argument reads
+    for n, op, call in calls:
+        if call.args:
+            producer[call.args[-1]] = (n, op.qualified_name)
+            sources[n] = call.args[0]
+    contiguous_inputs = [k for k, index in enumerate(plan.inputs) if _tensor(plan, index) is not None
+                         and _tensor(plan, index).dim_order == CONTIGUOUS_4D and len(_tensor(plan, index).sizes) == 4]
+    legacy = (sidecar or {}).get("layout", "legacy") == "legacy"
+    left: list[LeftCall] = []
+    lowered = 0
+    for n, op, call in calls:
+        name = op.qualified_name
+        if op.namespace == "cortex_m":
+            lowered += 1
+            continue
+        tensors = [t for t in (_tensor(plan, a) for a in call.args) if t is not None]
+        in_float = any(t.dtype in FLOATS for t in tensors)
+        compute = base_name(name) in COMPUTE
+        reason = _reason(plan, name, call, producer, sources, contiguous_inputs, legacy) if compute and in_float else ""
+        where = provenance.get(n) or {}
+        left.append(LeftCall(n, name, in_float, compute, reason, str(where.get("node") or ""),
+                             str(where.get("module") or ""), str(where.get("source") or "")))
+    return len(calls), lowered, left
+
+
+def _tensor(plan: ExecutionPlan, index: int) -> TensorValue | None:
+    return plan.tensor(index) if 0 <= index < len(plan.values) else None
+
+
+def _reason(plan: ExecutionPlan, name: str, call, producer: dict, sources: dict, contiguous_inputs: list[int],
+            legacy: bool) -> str:
+    first = _tensor(plan, call.args[0]) if call.args else None
+    if legacy and base_name(name) in LAYOUT_BOUND and first is not None and len(first.sizes) == 4 \
+            and first.dim_order == CONTIGUOUS_4D and first.sizes[1] > 1:
+        given = [f"input {k} ({_tensor(plan, plan.inputs[k]).describe()})" for k in contiguous_inputs]
+        what = f"the model's {', '.join(given)} {'is' if len(given) == 1 else 'are'}" if given else "its input is"
+        return (f"{what} contiguous (NCHW); the cortex_m quantizer takes convolutions, pooling, softmax and "
+                "broadcasts only in channels_last: give the model channels_last inputs "
+                "(x.to(memory_format=torch.channels_last); for one channel .contiguous(...) keeps NCHW strides)")
+    fed_by = [_through_data_movement(producer, sources, a) for a in call.args[:-1] if a in producer]
+    if any(op.startswith(DEQUANTIZE) for _, op in filter(None, fed_by)):
+        return "quantized around it, but no cortex_m kernel took it: this tree lowers no such operator or pattern"
+    left_float = [f"{op} (instruction {n})" for n, op in filter(None, fed_by) if not op.startswith("cortex_m::")]
+    if left_float:
+        return f"its input is computed in float by {left_float[0]}, which was not lowered either"
+    return "its inputs are float and nothing quantizes them: the quantizer did not annotate it"
+
+
+def _through_data_movement(producer: dict, sources: dict, value: int, steps: int = 64) -> tuple[int, str] | None:
+    """The call that computed `value`, looking through copies, views and layout changes (which
+    compute nothing): what a dequantize feeding a layout change feeds."""
+    found = producer.get(value)
+    for _ in range(steps):
+        if found is None or base_name(found[1]) in COMPUTE or found[1].startswith("cortex_m::"):
+            return found
+        source = sources.get(found[0])
+        if source is None or source not in producer:
+            return found
+        found = producer[source]
+    return found
+
+
+def failure_line(left: list[LeftCall], expected: dict[str, str] | None = None) -> str | None:
+    """The one line a case fails stage `lowering` with: the compute operators left in float
+    that the case does not expect (`expected`: operator base name -> why it may stay), grouped
+    by operator, the first reason that names a fix."""
+    failing = [c for c in left if c.fails and c.base not in (expected or {})]
+    if not failing:
+        return None
+    groups: dict[str, list[LeftCall]] = {}
+    for c in failing:
+        groups.setdefault(c.op, []).append(c)
+    parts = []
+    for op, group in groups.items():
+        places = [c.where() for c in group]
+        shown = ", ".join(places[:4]) + (f", ... ({len(places)} in all)" if len(places) > 4 else "")
+        parts.append(f"{len(group)} {op} ({shown})")
+    reason = next((c.reason for c in failing if "channels_last" in c.reason), failing[0].reason)
+    return f"left in float: {'; '.join(parts)}: {reason}"
+
+
+def record(plan: ExecutionPlan, sidecar: dict | None = None) -> dict:
+    """The `lowering` record of a report: calls, the share lowered, every call left."""
+    total, lowered, left = survey(plan, sidecar)
+    return {"calls": total, "cortex_m": lowered, "left": [c.as_dict() for c in left]}

@@ -1,0 +1,229 @@
+"""The program against the float model: how much accuracy quantization and lowering cost.
+
+The integer reference and the semantic reference judge a program against the quantized
+model it was lowered from; neither can see a quantizer that makes a self-consistent but less
+accurate model (a narrowed weight range, a per-channel scheme lost, an activation no longer
+fused): the program still means its quantized model exactly. Only the float model can.
+
+What enters: the program, the core's CMSIS-NN variant, the quantized and the float model,
+and the calibration data. What leaves: the `accuracy` record of the sidecar, measured over
+SAMPLES inputs drawn like the calibration data (the samples, and points between two of them,
+with a fixed seed per case, so a rerun measures the same): per output, the signal-to-noise ratio of
+the program's outputs (the integer reference's: bit-exact with the core) against the float
+model's, and for a classifier-shaped output how often the top class agrees; per activation
+point of the quantized model, its own SQNR against the float model at the same node, to
+name where a less accurate model first loses it. Needs torch.
+
+The floor: an int8 activation resolves 1/256 of its range, about 48 dB for a signal that
+fills it; a stage whose own error's energy is more than a hundredth of its signal's (20 dB,
+FLOOR_DB) does not compute what it quantizes. Each of a model's L quantization stages adds
+its noise to the output, so L stages each at the floor leave the output 10 log10(L) dB
+below it: the floor of a program is FLOOR_DB - 10 log10(L), with L its activation
+quantization points (20 dB for one, 8.5 for KWS's 14). Below it the program does not compute
+its float model, whatever a baseline says (a clamp before hardswish with its bound's sign
+flipped gave -22.3 dB). Cases whose example data leave the calibrated range on purpose
+(saturation, extremes) are not held to it: their quantized model clips by design.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+SAMPLES = 16
+FLOOR_DB = 20.0
+# Data kinds whose inputs are in the calibrated range (cortexm.cases.data): held to the floor.
+IN_RANGE = ("uniform",)
+
+
+def draw(calibration: list[tuple], name: str, count: int = SAMPLES) -> list[tuple]:
+    """`count` input tuples like the calibration data, the same for every run of `name`: the
+    calibration samples themselves, then points between two of them (a random pair, a random
+    weight), which stay inside what the quantizer saw without repeating it."""
+    import torch
+
+    calibration = [tuple(t.detach() for t in sample) for sample in calibration]
+    samples = calibration[:count]
+    generator = torch.Generator().manual_seed(zlib.crc32(f"{name}:accuracy".encode()))
+    while len(samples) < count and calibration:
+        a, b = (int(i) for i in torch.randint(len(calibration), (2,), generator=generator))
+        weight = float(torch.rand((), generator=generator))
+        samples.append(tuple((x + weight * (y - x)).to(x.dtype) for x, y in zip(calibration[a], calibration[b])))
+    return samples
+
+
+def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple]) -> dict:
+    """The `accuracy` record (module docstring) of program `pte` over `samples`."""
+    import torch
+
+    from cortexm.lowering.reference import integer_reference
+
+    signal: list[float] = []
+    noise: list[float] = []
+    agree: list[list[int]] = []
+    points: dict[str, list] = {}
+    for sample in samples:
+        program, _ = integer_reference(pte, [t.detach().numpy() for t in sample], backend)
+        with torch.no_grad():
+            reference = _as_list(floating(*sample))
+            _quantized_points(quantized, floating, sample, points)
+        for k, (ours, ref) in enumerate(zip(program, reference)):
+            ref = ref.detach().contiguous().numpy().astype(np.float64)
+            ours = np.asarray(ours, dtype=np.float64)
+            while len(signal) <= k:
+                signal.append(0.0)
+                noise.append(0.0)
+                agree.append([0, 0])
+            if ours.shape != ref.shape:
+                signal[k] = noise[k] = float("nan")
+                continue
+            signal[k] += float((ref ** 2).sum())
+            noise[k] += float(((ref - ours) ** 2).sum())
+            if ref.ndim == 2 and ref.shape[1] > 1:
+                agree[k][0] += int((ref.argmax(axis=1) == ours.argmax(axis=1)).sum())
+                agree[k][1] += ref.shape[0]
+    outputs = [{"sqnr_db": _db(s, n), "top1": {"agree": a[0], "of": a[1]} if a[1] else None}
+               for s, n, a in zip(signal, noise, agree)]
+    return {"samples": len(samples), "outputs": outputs,
+            "points": [{"node": node, "model_ops": ops, "sqnr_db": _db(s, n)} for node, (ops, s, n) in points.items()]}
+
+
+def _quantized_points(quantized, floating, sample: tuple, points: dict) -> None:
+    """Adds to `points` (node -> [model ops, signal, noise]) each activation point's
+    dequantized value against the float model's value of the node it quantizes."""
+    import torch.fx
+
+    from cortexm.semantic.model import is_activation_quantize, model_ops
+
+    floats: dict[str, object] = {}
+
+    class Float(torch.fx.Interpreter):
+        def run_node(self, node):
+            value = super().run_node(node)
+            floats[node.name] = value
+            return value
+
+    class Quantized(torch.fx.Interpreter):
+        def run_node(self, node):
+            value = super().run_node(node)
+            if is_activation_quantize(node) and node.args[0].name in floats and hasattr(value, "detach"):
+                scale, zero_point = float(node.args[1]), int(node.args[2])
+                ours = (value.detach().to(torch.float64) - zero_point) * scale
+                ref = floats[node.args[0].name]
+                if hasattr(ref, "shape") and tuple(ref.shape) == tuple(ours.shape):
+                    ref = ref.detach().to(torch.float64)
+                    entry = points.setdefault(node.name, [model_ops(node), 0.0, 0.0])
+                    entry[1] += float((ref ** 2).sum())
+                    entry[2] += float(((ref - ours) ** 2).sum())
+            return value
+
+    Float(floating).run(*sample)
+    for name, node in _float_nodes(floating).items():
+        # A convolution the quantizer folded its BatchNorm into is the BatchNorm's output in
+        # the float model: the quantized model's node keeps the convolution's name.
+        while len(node.users) == 1 and "batch_norm" in str(next(iter(node.users)).target):
+            node = next(iter(node.users))
+        if node.name in floats:
+            floats[name] = floats[node.name]
+    Quantized(quantized).run(*sample)
+
+
+def _float_nodes(floating) -> dict:
+    return {node.name: node for node in floating.graph.nodes}
+
+
+def _db(signal: float, noise: float) -> float | None:
+    """10 log10(signal / noise), None where it has no finite value (no noise, no signal)."""
+    if not (signal > 0 and noise > 0) or signal != signal or noise != noise:
+        return None
+    return round(10 * float(np.log10(signal / noise)), 2)
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+# --- what a report takes from the record -------------------------------------------------------
+
+def summary(record: dict | None) -> tuple[float | None, str | None]:
+    """(lowest SQNR over the outputs in dB, top-1 agreement as 'k/n' summed over classifier
+    outputs) of an `accuracy` record."""
+    if not record:
+        return None, None
+    sqnrs = [o["sqnr_db"] for o in record.get("outputs", []) if o.get("sqnr_db") is not None]
+    tops = [o["top1"] for o in record.get("outputs", []) if o.get("top1")]
+    top1 = f"{sum(t['agree'] for t in tops)}/{sum(t['of'] for t in tops)}" if tops else None
+    return (min(sqnrs) if sqnrs else None), top1
+
+
+def floor_db(record: dict) -> float:
+    """The floor of a program with the record's quantization points (module docstring)."""
+    stages = max(1, len(record.get("points") or []))
+    return round(FLOOR_DB - 10 * float(np.log10(stages)), 2)
+
+
+def below_floor(record: dict | None, data: str) -> str | None:
+    """The line a case fails stage `accuracy` with, or None."""
+    sqnr, top1 = summary(record)
+    if data not in IN_RANGE or sqnr is None or sqnr >= floor_db(record):
+        return None
+    return (f"SQNR against the float model {sqnr:g} dB over {record['samples']} inputs drawn like the calibration data, "
+            f"below the floor of {floor_db(record):g} dB for its {len(record.get('points') or [])} quantization stages"
+            f"{f'; top-1 agrees {top1}' if top1 else ''}")
+
+
+# --- against an earlier run (`cortexm test --baseline`) ---------------------------------------
+
+DEGRADED = "DEGRADED"
+DEFAULT_MAX_DROP_DB = 1.0
+
+
+def gate(results, baseline: dict, max_drop_db: float = DEFAULT_MAX_DROP_DB) -> list[str]:
+    """Each result's accuracy against the baseline's for the same case and core: an SQNR
+    lower by more than `max_drop_db`, or fewer top-1 agreements, is DEGRADED (a failure, one
+    line each), named with the activation point of the quantized model whose own SQNR fell most."""
+    before = {(r["case"], r["core"]): r for r in baseline.get("results", [])}
+    changes = []
+    for result in results:
+        old = before.get((result.case, result.core))
+        if old is None:
+            continue
+        worse = []
+        if old.get("accuracy_db") is not None and result.accuracy_db is not None \
+                and old["accuracy_db"] - result.accuracy_db > max_drop_db:
+            worse.append(f"SQNR against the float model {old['accuracy_db']:g} -> {result.accuracy_db:g} dB "
+                         f"({result.accuracy_db - old['accuracy_db']:+.2f} dB)")
+        if _agreements(old.get("top1")) is not None and _agreements(result.top1) is not None \
+                and _agreements(result.top1) < _agreements(old.get("top1")):
+            worse.append(f"top-1 agrees with the float model {old['top1']} -> {result.top1}")
+        if not worse:
+            continue
+        line = "; ".join(worse) + _blame(old.get("accuracy_points") or [], result.accuracy_points)
+        if result.status in ("PASS", "SLOWER", "FASTER"):
+            result.status, result.reason = DEGRADED, line
+        changes.append(f"{DEGRADED} {result.case} {result.core}: {line}")
+    return changes
+
+
+def _agreements(top1: str | None) -> int | None:
+    try:
+        return int(str(top1).split("/")[0]) if top1 else None
+    except ValueError:
+        return None
+
+
+def _blame(old: list, new: list) -> str:
+    """'; first lost at call 4 cortex_m::quantized_conv2d (quantize_per_tensor_3: aten.conv2d,
+    aten.relu): its own SQNR 41.0 -> 30.2 dB': of the points whose own SQNR fell within 1 dB
+    of the largest fall, the first in the model."""
+    before = {p.get("node"): p.get("sqnr_db") for p in old}
+    drops = [(before[p["node"]] - p["sqnr_db"], p) for p in new
+             if before.get(p.get("node")) is not None and p.get("sqnr_db") is not None]
+    if not drops or max(d for d, _ in drops) <= 0:
+        return ""
+    largest = max(d for d, _ in drops)
+    drop, point = next((d, p) for d, p in drops if d >= largest - 1.0)
+    call = f"call {point['call']} {point['op']} " if point.get("call") is not None else ""
+    return (f"; first lost at {call}({point['node']}: {', '.join(point.get('model_ops') or [])}): the quantized "
+            f"model's own SQNR {before[point['node']]:g} -> {point['sqnr_db']:g} dB")
