@@ -49,8 +49,9 @@ def prebuilt(tree: Path) -> Path | None:
 
 def build_helper(tree: Path, progress=None) -> Path:
     """The module built from `tree` (built now if the cache has none)."""
+    from cortexm.base import locks
     from cortexm.base import progress as progress_mod
-    from cortexm.firmware.build import _locked, _run, builds_dir
+    from cortexm.firmware.build import _run, builds_dir
 
     given = prebuilt(tree)
     if given is not None:
@@ -70,7 +71,7 @@ def build_helper(tree: Path, progress=None) -> Path:
         return module
     work = builds_dir() / "work" / f"cmsis-nn-helper-{key}"
     work.mkdir(parents=True, exist_ok=True)
-    with _locked(work / ".lock"):
+    with locks.waiting(work):
         if module.is_file() and (out / RECORD).is_file():
             return module
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
