@@ -9,6 +9,7 @@ hash Nix and the pin file use.
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,7 +29,7 @@ class TreeIdentity:
     @property
     def key(self) -> str:
         if self.rev is None:
-            return f"nar:{self.nar_hash}"
+            return self.nar_hash if self.nar_hash.startswith("content:") else f"nar:{self.nar_hash}"
         return f"git:{self.rev}" + (f"+{self.changes}" if self.changes else "")
 
     def describe(self) -> str:
@@ -54,7 +55,9 @@ def current(path: Path, ignore: tuple[str, ...] = ()) -> TreeIdentity:
     """The identity of the tree at `path` as it is now (`tree`, uncached)."""
     rev = sources.git_rev(path)
     if rev is None:
-        return TreeIdentity(None, None, nar.nar_hash(path))
+        # A tree without git (a copy, a store path): its content, less what `ignore` names, so a
+        # second copy of a tree with only its lowering's Python edited builds no runner again.
+        return TreeIdentity(None, None, content_digest(path, ignore) if ignore else nar.nar_hash(path))
     spec = ["--", ".", *(f":(exclude,glob){pattern}" for pattern in ignore)] if ignore else []
     digest = hashlib.sha256(_git(path, "diff", "HEAD", "--binary", *spec))
     untracked = _git(path, "ls-files", "--others", "--exclude-standard", "-z", *spec).split(b"\0")
@@ -65,6 +68,41 @@ def current(path: Path, ignore: tuple[str, ...] = ()) -> TreeIdentity:
             digest.update(file.read_bytes())
     changed = bool(_git(path, "status", "--porcelain", *spec).strip())
     return TreeIdentity(rev, digest.hexdigest()[:16] if changed else None, None)
+
+
+def content_digest(path: Path, ignore: tuple[str, ...]) -> str:
+    """'content:<sha256>' of every file below `path` (name, executable bit, bytes; .git left
+    out) but those matching an `ignore` glob (git's: `**` any folders, `*` within one)."""
+    import os
+
+    patterns = [_glob(p) for p in ignore]
+    digest = hashlib.sha256()
+    for root, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(names):
+            file = Path(root) / name
+            rel = file.relative_to(path).as_posix()
+            if any(p.match(rel) for p in patterns) or not file.is_file():
+                continue
+            digest.update(rel.encode() + b"\0" + (b"x" if os.access(file, os.X_OK) else b"-"))
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return f"content:{digest.hexdigest()}"
+
+
+def _glob(pattern: str) -> re.Pattern:
+    """A git glob pathspec as a pattern of a relative path: `**/` any folders (none too), `*`
+    and `?` within one name."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out + r"\Z")
 
 
 # Beside the firmware sources but never read by a build: documentation, Nix packaging.

@@ -1,0 +1,32 @@
+"""Keys that name what goes in: a runner's key is the content its build reads, however the tree
+got here (a git checkout, a copy, a store path), and the lowering's Python is not part of it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from cortexm.firmware.build import LOWERING_ONLY
+from cortexm.sources import identity
+
+
+def _tree(folder: Path) -> Path:
+    for rel, text in (("backends/cortex_m/ops/op_add.cpp", "int add;\n"), ("backends/cortex_m/passes/fuse.py", "x = 1\n"),
+                      ("backends/cortex_m/__init__.py", ""), ("CMakeLists.txt", "project(x)\n")):
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return folder
+
+
+def test_a_python_edit_keeps_the_runner_key_and_a_cpp_edit_changes_it_on_a_fresh_copy(tmp_path):
+    first = _tree(tmp_path / "a")
+    key = identity.current(first, LOWERING_ONLY).key
+    copy = tmp_path / "b"
+    shutil.copytree(first, copy)
+    assert identity.current(copy, LOWERING_ONLY).key == key  # the same content elsewhere
+    (copy / "backends/cortex_m/passes/fuse.py").write_text("x = 2  # a pass edited\n")
+    (copy / "backends/cortex_m/__init__.py").write_text("# edited\n")
+    assert identity.current(copy, LOWERING_ONLY).key == key
+    (copy / "backends/cortex_m/ops/op_add.cpp").write_text("int add; // edited\n")
+    assert identity.current(copy, LOWERING_ONLY).key != key
+    assert identity.current(first, ()).key != identity.current(copy, ()).key  # without `ignore`: everything
