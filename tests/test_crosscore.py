@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cortexm.cases import space as op_spaces
-from cortexm.testing import app, crosscore
+from cortexm.testing import app, casefiles, crosscore
 
 PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "off_by_one_convolve.c"
 
@@ -95,7 +95,7 @@ def test_reproducer_file_registers_a_runnable_case(tmp_path, monkeypatch):
     # The case registry is process-wide: keep this test's case out of the others' view.
     cases.all_cases()
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
-    monkeypatch.setattr(app, "_FILE_CASES", dict(app._FILE_CASES))
+    monkeypatch.setattr(casefiles, "_FILE_CASES", dict(casefiles._FILE_CASES))
     params = op_spaces.draw("transpose_conv2d", 5, 1)[0]
     path = tmp_path / "repro.py"
     path.write_text(op_spaces.case_file([("repro_x", "transpose_conv2d", params)], "a header\nline two"))

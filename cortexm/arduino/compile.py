@@ -21,7 +21,7 @@ from pathlib import Path
 from cortexm.base import children
 from cortexm.base.errors import CortexmError
 from cortexm.firmware import tools
-from cortexm.firmware.build import builds_dir, first_problem
+from cortexm.firmware.commands import builds_dir, first_problem
 from cortexm.sources.identity import files_digest
 from cortexm.base.targets import Core
 

@@ -51,7 +51,7 @@ def build_helper(tree: Path, progress=None) -> Path:
     """The module built from `tree` (built now if the cache has none)."""
     from cortexm.base import locks
     from cortexm.base import progress as progress_mod
-    from cortexm.firmware.build import _run, builds_dir
+    from cortexm.firmware.commands import _run, builds_dir
 
     given = prebuilt(tree)
     if given is not None:

@@ -8,29 +8,25 @@ runs exports in parallel, and collects one CaseResult per (case, core).
 from __future__ import annotations
 
 import os
-import sys
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from cortexm.lowering import backend_source
 from cortexm import cases as case_registry
 from cortexm.lowering import dialect
 from cortexm.checking.library import Library
 from cortexm.cases import defects
-from cortexm.cases.exhaustive import SCOPE_ENV
-from cortexm.base import children
-from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
-from cortexm.lowering.backend_source import quiet_lowering_imports
+from cortexm.base.errors import CortexmError
 from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import read_sidecar
 from cortexm.base.targets import Core
-from cortexm.testing import cache, crosscore, shards
+from cortexm.testing import crosscore, shards
 from cortexm.testing.crosscore import CrossCore
 from cortexm.testing.compare import compare, reference_outputs
+from cortexm.testing.casefiles import _FILE_CASES, IMPORT_TIMEOUT, _registered_by, load_case_file  # noqa: F401
+from cortexm.testing.exports import export_all
 
 
 @dataclass
@@ -162,214 +158,6 @@ def select_cases(options: Options) -> list[case_registry.Case]:
     if not selected:
         raise CortexmError("no case matches" + (f" -k {options.pattern!r}" if options.pattern else ""))
     return [c for c in selected if shards.belongs(c.name, options.shard)]
-
-
-_FILE_CASES: dict[Path, set[str]] = {}
-
-
-# Seconds importing a case file may take (`cortexm test --timeout`): an endless loop at import
-# is one line, not a run that never ends.
-IMPORT_TIMEOUT = 120.0
-
-
-def load_case_file(path: Path, timeout: float | None = IMPORT_TIMEOUT) -> None:
-    """Import a user file whose `@register(...)` functions add cases. Whatever the file does at
-    import (raises, exits, loops past `timeout` seconds) is one line."""
-    import importlib.util
-    import zlib
-
-    from cortexm.base import limits
-
-    path = path.resolve()
-    if path in _FILE_CASES:
-        return
-    if not path.is_file():
-        raise CortexmError(f"{path}: no such case file")
-    before = {c.name for c in case_registry.all_cases()}
-    spec = importlib.util.spec_from_file_location(f"cortexm_user_cases_{zlib.crc32(str(path).encode()):08x}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # torch.export looks up the module of functions it traces
-    try:
-        with limits.time_limit(timeout):
-            spec.loader.exec_module(module)
-    except limits.Expired:
-        raise CortexmError(f"{path}: importing it took longer than {timeout:g} s (an endless loop at import?); "
-                           "--timeout sets the limit") from None
-    except SystemExit as e:
-        raise CortexmError(f"{path}: importing it called sys.exit({e.code!r}): a case file only registers cases") from None
-    except CortexmError as e:
-        raise CortexmError(f"{path}: {e}") from e
-    except Exception as e:
-        raise CortexmError(f"{path}: importing it raised {type(e).__name__}: {e}") from e
-    _FILE_CASES[path] = {c.name for c in case_registry.all_cases()} - before
-    if not _FILE_CASES[path]:
-        raise CortexmError(f"{path}: registers no case (use @cortexm.cases.register)")
-
-
-def _registered_by(files: list[Path]) -> set[str]:
-    return set().union(*(_FILE_CASES[f.resolve()] for f in files))
-
-
-def _case_file(case: str) -> Path | None:
-    return next((p for p, names in _FILE_CASES.items() if case in names), None)
-
-
-# --- export stage (parallel, cached) ---------------------------------------------------
-
-def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file: str | None) -> dict[str, tuple[bool, str]]:
-    """Runs in a worker process: export one case for each (core, entry key) into the cache, the
-    quantization done once for all of them (and cached on its own: an edit of a lowering pass
-    re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
-    the one-line error of that core's export)."""
-    from cortexm.base import targets
-    from cortexm.lowering import backend_source, export, modelsource
-
-    backend_source.activate_from_environment()
-    if case_file:
-        load_case_file(Path(case_file))
-    import torch
-
-    torch.set_num_threads(1)  # the pool already uses every core
-    cf = Path(case_file) if case_file else None
-    quantized, failure = None, None
-    hit = cache.lookup_quantized(case, layout, cf)
-    if hit is not None:
-        quantized = export.load_quantized(hit)
-    else:
-        # Built before any cache entry is made: a model that cannot be built (its code may read
-        # a file, or import what is not installed yet) is never a cached failure.
-        bundle = modelsource.load(case)
-        try:
-            quantized = export.quantize(bundle, layout)
-        except CortexmError as e:
-            failure = e  # every core's export fails the same way: cached as each one's failure
-        else:
-            cache.store_quantized(case, layout, cf, lambda folder: export.save_quantized(quantized, folder))
-    edge: list = []
-
-    def write(core, path: Path) -> None:
-        if failure is not None:
-            raise failure
-        if not edge:
-            edge.append(export.to_edge_program(quantized))
-        export.write(export.export(quantized, core, layout, edge=edge[0]), path)
-
-    results: dict[str, tuple[bool, str]] = {}
-    for core_name, entry_key in cores:
-        core = targets.core(core_name)
-        # A failure is returned as its message; check() decides whether it was expected.
-        try:
-            results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path: write(core, path), entry_key)))
-        except (StorageError, InputsChanged):
-            raise  # the disk or an edit, not the case: the run stops
-        except CortexmError as e:
-            results[core_name] = (False, str(e))
-        except Exception as e:  # a crash inside the lowering: keep going, report it
-            if storage_error(e):
-                raise storage_error(e) from None
-            results[core_name] = (False, f"{type(e).__name__}: {e}")
-    return results
-
-
-def export_all(pairs: list[tuple[str, Core]], options: Options, progress: Callable[[str], None]) -> dict[tuple[str, str], Path | str]:
-    """(case, core) -> cached .pte path, or the one-line error of its export."""
-    results: dict[tuple[str, str], Path | str] = {}
-    todo = []
-    for case, core in pairs:
-        hit = cache.lookup(case, core.name, options.layout, _case_file(case), note=progress)
-        if hit:
-            results[(case, core.name)] = hit
-        else:
-            todo.append((case, core))
-    if not todo:
-        return results
-    cache.check_writable()  # a full or read-only cache: one line now, not a failure per case
-    from cortexm.base import progress as progress_mod
-
-    task = progress_mod.task(progress, f"exporting ({len(pairs) - len(todo)} of {len(pairs)} cached)", total=len(todo))
-    # One job per case, for all its cores: the quantization is the cores' to share.
-    by_case: dict[str, list[tuple[str, str]]] = {}
-    for case, core in todo:
-        by_case.setdefault(case, []).append((core.name, cache.key(case, core.name, options.layout, _case_file(case))))
-    jobs = max(1, min(options.jobs, len(by_case)))
-    if jobs == 1:
-        backend_source.probe()
-        for case, cores in by_case.items():
-            _collect(results, case, cores, lambda: _export_job(case, cores, options.layout, _str(_case_file(case))))
-            task.advance(len(cores))
-        task.done()
-        return results
-    from concurrent.futures.process import BrokenProcessPool
-
-    pool = _pool(jobs)
-    futures = {}
-    try:
-        pool.submit(backend_source.probe).result()  # a tree whose Python cannot run: one line, not N
-        futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case))): (case, cores)
-                   for case, cores in by_case.items()}
-        for future in as_completed(futures):
-            case, cores = futures[future]
-            _collect(results, case, cores, future.result)
-            task.advance(len(cores))
-    except BrokenProcessPool as e:
-        _POOLS.clear()
-        raise CortexmError(f"an export worker process died ({e}); run again with -j 1 to see where") from None
-    except BaseException:
-        for future in futures:  # the run stops: no export starts after this
-            future.cancel()
-        raise
-    task.done()
-    return results
-
-
-_POOLS: dict[tuple, ProcessPoolExecutor] = {}
-
-
-def _pool(jobs: int) -> ProcessPoolExecutor:
-    """Export workers that live as long as this process: a sweep's shrinking or a long test
-    session pays for importing torch and ExecuTorch once per worker, not once per batch.
-    A new choice of lowering source (cortexm.lowering.backend_source) gets new workers."""
-    import multiprocessing
-    import multiprocessing.util
-
-    key = (jobs, os.environ.get(backend_source.ENV), os.environ.get(SCOPE_ENV))
-    if key not in _POOLS:
-        for stale in _POOLS.values():
-            stale.shutdown(cancel_futures=True)
-        _POOLS.clear()
-        # Workers are fresh interpreters: silence torch's and torchao's import chatter there too.
-        # Workers are cortexm's children: they end with it, whatever ends it (cortexm.base.children).
-        _POOLS[key] = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                          initializer=children.worker_init, initargs=(quiet_lowering_imports,))
-        children.track_pool(_POOLS[key])
-        # Stopped at exit, before multiprocessing joins its children: also in a process that is
-        # itself a multiprocessing worker, which ends without atexit and would wait on them. The
-        # priority puts it before multiprocessing's own finalizers (its queues close at 10).
-        multiprocessing.util.Finalize(None, _POOLS[key].shutdown, kwargs={"cancel_futures": True}, exitpriority=100)
-    return _POOLS[key]
-
-
-def _collect(results: dict, case: str, cores: list[tuple[str, str]], job: Callable[[], dict]) -> None:
-    """Each core's export of `case` from `job()` (an _export_job), or what stopped the job as
-    every core's failure (a model that could not be built, say)."""
-    from concurrent.futures.process import BrokenProcessPool
-
-    try:
-        done = job()
-    except (StorageError, InputsChanged, BrokenProcessPool):
-        raise  # the disk, an edit or the pool, not the case: the run stops
-    except CortexmError as e:
-        done = {core: (False, str(e)) for core, _ in cores}
-    except Exception as e:  # a crash outside one core's lowering: keep going, report it
-        if storage_error(e):
-            raise storage_error(e) from None
-        done = {core: (False, f"{type(e).__name__}: {e}") for core, _ in cores}
-    for core, (ok, text) in done.items():
-        results[(case, core)] = Path(text) if ok else text
-
-
-def _str(p: Path | None) -> str | None:
-    return str(p) if p else None
 
 
 # --- the per-case checks --------------------------------------------------------------

@@ -34,7 +34,6 @@ from cortexm.sources import cache_dir
 # The export job and what it imports: the lowering, the cases, the integer reference whose
 # outputs an export stores, the memory plan of its isolated program (cortexm.base.imports).
 _EXPORT_ROOTS = ("cortexm.lowering.export", "cortexm.lowering.modelsource", "cortexm.cases")
-_EXPORT_JOB = "testing/app.py"
 
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # cortexm/
@@ -43,8 +42,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # cortexm/
 def code_files() -> list[Path]:
     """This package's source files that shape a cached export."""
     modules = imports.modules(_PACKAGE)
-    shaping = imports.closure(_PACKAGE, list(_EXPORT_ROOTS))
-    return sorted({modules[m] for m in shaping} | {_PACKAGE / _EXPORT_JOB})
+    shaping = imports.closure(_PACKAGE, [*_EXPORT_ROOTS, "cortexm.testing.exports"])
+    return sorted({modules[m] for m in shaping})
 
 
 @lru_cache(maxsize=None)
