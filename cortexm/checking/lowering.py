@@ -80,11 +80,11 @@ def survey(plan: ExecutionPlan, sidecar: dict | None = None) -> tuple[int, int, 
     """(kernel calls, cortex_m calls, every call that is not a cortex_m kernel)."""
     calls = plan.kernel_calls()
     provenance = {c.get("instruction"): c for c in (sidecar or {}).get("calls") or [] if isinstance(c, dict)}
-    producer = {}  # value index -> (instruction, operator) that wrote it (an out argument: the last)
+    producer = {}  # value index -> (instruction, operator) that first wrote it (an out argument: the last)
     sources = {}  # instruction -> the value its first argument reads
     for n, op, call in calls:
         if call.args:
-            producer[call.args[-1]] = (n, op.qualified_name)
+            producer.setdefault(call.args[-1], (n, op.qualified_name))
             sources[n] = call.args[0]
     contiguous_inputs = [k for k, index in enumerate(plan.inputs) if _tensor(plan, index) is not None
                          and _tensor(plan, index).dim_order == CONTIGUOUS_4D and len(_tensor(plan, index).sizes) == 4]
@@ -99,7 +99,9 @@ def survey(plan: ExecutionPlan, sidecar: dict | None = None) -> tuple[int, int, 
         tensors = [t for t in (_tensor(plan, a) for a in call.args) if t is not None]
         in_float = any(t.dtype in FLOATS for t in tensors)
         compute = base_name(name) in COMPUTE
-        reason = _reason(plan, name, call, producer, sources, contiguous_inputs, legacy) if compute and in_float else ""
+        # What computed this call's inputs: calls before it (a value may be written in place).
+        before = {v: w for v, w in producer.items() if w[0] < n}
+        reason = _reason(plan, name, call, before, sources, contiguous_inputs, legacy) if compute and in_float else ""
         where = provenance.get(n) or {}
         left.append(LeftCall(n, name, in_float, compute, reason, str(where.get("node") or ""),
                              str(where.get("module") or ""), str(where.get("source") or "")))
