@@ -39,20 +39,28 @@
         "m55"
       ];
 
+      # The toolchain, runners, CLI and checks over a nixpkgs (nix/packages.nix).
+      scopeFor =
+        pkgs:
+        import ./nix/packages.nix {
+          inherit
+            pkgs
+            pins
+            inputs
+            cores
+            ;
+        };
       forAllSystems =
         f:
         lib.genAttrs systems (
           system:
-          f (
-            import ./nix/packages.nix {
-              inherit pins inputs cores;
-              pkgs = import nixpkgs {
-                inherit system;
-                # The one unfree package; adding its archive to the store is the EULA step.
-                config.allowUnfreePredicate = pkg: lib.getName pkg == "fvp-corstone-300";
-              };
+          f (scopeFor (
+            import nixpkgs {
+              inherit system;
+              # The one unfree package; adding its archive to the store is the EULA step.
+              config.allowUnfreePredicate = pkg: lib.getName pkg == "fvp-corstone-300";
             }
-          )
+          ))
         );
       app = description: drv: {
         type = "app";
@@ -74,16 +82,28 @@
         }) (lib.genAttrs cores (core: s.kernels "cortex-${core}"))
       );
 
-      apps = forAllSystems (s: {
-        test-m7 = app "cortexm test on the Cortex-M7 (QEMU, or the FVP when present)" (s.testApp "cortex-m7");
-        test-m55 = app "cortexm test on the Cortex-M55 (QEMU, or the FVP when present)" (
-          s.testApp "cortex-m55"
-        );
-        verify = app "cortexm verify: check .pte programs against a kernel library and a core" (
-          s.command "verify"
-        );
-        default = app "the cortexm command line" s.cortexm;
-      });
+      apps = forAllSystems (
+        s:
+        {
+          test-m7 = app "cortexm test on the Cortex-M7 (QEMU, or the FVP when present)" (s.testApp "cortex-m7");
+          test-m55 = app "cortexm test on the Cortex-M55 (QEMU, or the FVP when present)" (
+            s.testApp "cortex-m55"
+          );
+          verify = app "cortexm verify: check .pte programs against a kernel library and a core" (
+            s.command "verify"
+          );
+          default = app "the cortexm command line" s.cortexm;
+        }
+        # With the FVP given (its archive added to the store: fvp/package.nix), and its board's runner.
+        // lib.optionalAttrs (s.fvp-corstone-300 != null) {
+          test-m7-fvp = app "cortexm test on the Cortex-M7 on the Corstone-300 FVP" (
+            (s.testApp "cortex-m7").override { fvp = s.fvp-corstone-300; }
+          );
+          test-m55-fvp = app "cortexm test on the Cortex-M55 on the Corstone-300 FVP" (
+            (s.testApp "cortex-m55").override { fvp = s.fvp-corstone-300; }
+          );
+        }
+      );
 
       devShells = forAllSystems (
         s:
@@ -96,6 +116,17 @@
       );
 
       checks = forAllSystems (s: s.checks);
+
+      # The scope itself (nix/packages.nix): the toolchain, `kernels "cortex-m7"` and its runner,
+      # the Python set, the source trees.
+      legacyPackages = forAllSystems (s: s);
+
+      # The same over another flake's nixpkgs: `cortexmPackages` (that scope) and `cortexm` (the
+      # CLI). tests/nix/consumer/flake.nix is an example.
+      overlays.default = final: prev: {
+        cortexmPackages = scopeFor final;
+        inherit (final.cortexmPackages) cortexm;
+      };
 
       formatter = forAllSystems (s: s.pkgs.nixfmt-tree);
 

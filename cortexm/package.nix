@@ -13,6 +13,7 @@
   pyelftools,
   rich,
   torch,
+  torchao,
   tosa-tools,
   hypothesis,
   junitparser,
@@ -27,16 +28,19 @@ buildPythonPackage {
   inherit (project) version;
   pyproject = true;
 
+  # Documentation and Nix files are read by neither cortexm nor a runner build (the build
+  # driver's key leaves them out too: NOT_BUILD_INPUTS in cortexm/sources/identity.py): a README
+  # edit rebuilds nothing.
   src = lib.fileset.toSource {
     root = ../.;
-    fileset = lib.fileset.unions [
+    fileset = lib.fileset.difference (lib.fileset.unions [
       ../pyproject.toml
       ../pins.toml
       ./.
       ../kernels
       ../fvp
       ../tests/goldens
-    ];
+    ]) (lib.fileset.fileFilter (file: file.hasExt "md" || file.hasExt "nix") ../.);
   };
 
   # Without README.md, so that an edit there rebuilds nothing; poetry-core would look for it.
@@ -54,6 +58,7 @@ buildPythonPackage {
     pyelftools
     rich
     torch
+    torchao
     tosa-tools
   ]
   ++ lib.optional (flatc != null) flatc;

@@ -4,13 +4,19 @@
 #   out     lib/*.a: the kernel libraries (libkernel_registration.a registers them from static
 #           constructors: link it whole), include/: the headers the build generated
 #   runner  executor_runner.elf, its linker map, and cortexm's build.json (core, board, ops)
+# Neither output refers to the source trees (disallowedReferences): a runner's closure does not
+# hold them.
 {
   lib,
   stdenvNoCC,
   cmake,
   ninja,
+  removeReferencesTo,
   python,
-  toolEnv,
+  firmwareEnv,
+  executorch-src,
+  cmsis-nn-src,
+  gcc-arm-embedded,
   core, # e.g. "cortex-m7"
   board ? null, # board support folder under fvp/boards; null: the core's QEMU board
 }:
@@ -24,6 +30,9 @@ let
     ]
     ++ lib.optional (ps.flatc != null) ps.flatc
   );
+  # Beside the firmware but no build input (the build driver's key leaves them out too:
+  # NOT_BUILD_INPUTS in cortexm/sources/identity.py): a README edit rebuilds no runner.
+  notBuildInputs = lib.fileset.fileFilter (file: file.hasExt "md" || file.hasExt "nix") ../.;
 in
 stdenvNoCC.mkDerivation {
   pname = "cortexm-kernels-${lib.removePrefix "cortex-" core}";
@@ -34,7 +43,7 @@ stdenvNoCC.mkDerivation {
   # An edit elsewhere in cortexm/ (a report, the CLI) rebuilds no runner.
   src = lib.fileset.toSource {
     root = ../.;
-    fileset = lib.fileset.unions [
+    fileset = lib.fileset.difference (lib.fileset.unions [
       ../pins.toml
       ../cortexm/__init__.py
       ../cortexm/base
@@ -43,7 +52,7 @@ stdenvNoCC.mkDerivation {
       ../cortexm/sources
       ./.
       ../fvp/boards
-    ];
+    ]) notBuildInputs;
   };
 
   outputs = [
@@ -54,8 +63,9 @@ stdenvNoCC.mkDerivation {
     cmake
     ninja
     buildPython
+    removeReferencesTo
   ];
-  env = toolEnv;
+  env = firmwareEnv;
   dontUseCmakeConfigure = true;
 
   buildPhase = ''
@@ -76,6 +86,22 @@ stdenvNoCC.mkDerivation {
     elf=$(python -c 'import json; print(json.load(open("build.out.json"))["elf"])')
     mkdir -p $runner $out/lib $out/include
     cp "$(dirname "$elf")"/{executor_runner.elf,executor_runner.map,build.json} $runner/
+    # The map names the trees' and the toolchain's store paths (CMake's object names, libc.a),
+    # and build.json where the trees were: Nix would keep all three alive with the runner.
+    # build.json's inputs name the trees by content; without paths, cortexm looks a tree's files
+    # up in the trees it is given. The map's entry in build.json's manifest follows the edit.
+    remove-references-to -t ${executorch-src} -t ${cmsis-nn-src} -t ${gcc-arm-embedded} \
+      $runner/executor_runner.map
+    python - <<'EOF'
+    import json, os
+    from pathlib import Path
+    from cortexm.base import manifest
+    runner = Path(os.environ["runner"])
+    record = json.loads((runner / "build.json").read_text())
+    record.pop("trees", None)
+    record[manifest.KEY] = manifest.of_files(runner, sorted(record[manifest.KEY]))
+    (runner / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+    EOF
     work=$(dirname "$(find $XDG_CACHE_HOME -name CMakeCache.txt | head -n 1)")
     find "$work" -name '*.a' -exec cp {} $out/lib/ \;
     # Sorted members and D (no timestamps): the same bytes on every build.
@@ -89,6 +115,11 @@ stdenvNoCC.mkDerivation {
   # Cross-compiled Arm code: nothing for the host's strip and patchelf.
   dontStrip = true;
   dontPatchELF = true;
+  # A reference that comes back fails the build instead of growing every runner's closure.
+  disallowedReferences = [
+    "${executorch-src}"
+    "${cmsis-nn-src}"
+  ];
 
   meta = {
     description = "ExecuTorch runtime, cortex_m kernels and CMSIS-NN cross-compiled for the ${core}, and its test runner";

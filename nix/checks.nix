@@ -17,17 +17,21 @@
   toolEnv,
 }:
 let
-  # The tests and the flake files they read, added to the package's own sources in the
-  # checks' writable checkout.
+  # The tests and the files they read that the package's sources leave out, added to those in
+  # the checks' writable checkout: every .nix file (tests/test_nix.py reads and evaluates the
+  # flake), the lock, and the bench files tests/test_bench_mutants.py and test_repro.py take.
+  # Without documentation, as the package's sources: a README edit reruns no check.
+  nixFiles = lib.fileset.fileFilter (file: file.hasExt "nix") ../.;
+  docs = lib.fileset.fileFilter (file: file.hasExt "md") ../.;
   testFiles = lib.fileset.toSource {
     root = ../.;
-    fileset = lib.fileset.unions [
+    fileset = lib.fileset.difference (lib.fileset.union nixFiles (lib.fileset.unions [
       ../tests
-      ../flake.nix
       ../flake.lock
-      ../nix
-      ../cmsis_nn
-    ];
+      ../bench/mutants.py
+      ../bench/mutants
+      ../bench/repro
+    ])) docs;
   };
 
   # The pinned inputs as flake.lock (the file) records them and as this evaluation got them.
@@ -97,6 +101,11 @@ let
           nativeBuildInputs = [
             cortexm
             qemu
+          ];
+          # What the checkout is made of (tests/test_nix.py runs the tests' collection in it).
+          passthru.sources = [
+            python.pkgs.cortexm.src
+            testFiles
           ];
         }
         // env

@@ -1,7 +1,9 @@
 # Everything the flake builds for one system, as one scope: pins.toml is the data, each
 # component's expression lives beside the component, and this file only wires them together.
+# The flake's legacyPackages.<system>; overlays.default adds it over another nixpkgs as
+# `cortexmPackages`.
 {
-  pkgs,
+  pkgs, # the flake's nixpkgs, or the one overlays.default is applied to
   pins,
   inputs, # the flake's inputs: nixpkgs and the executorch and cmsis-nn source trees
   cores, # runners are built for these ("m7", ...)
@@ -64,15 +66,19 @@ lib.makeScope pkgs.newScope (self: {
       packageOverrides = self.callPackage ./python-packages.nix { };
     };
 
-  # Where cortexm finds the pinned trees and tools (set-default: a user's own setting wins).
-  toolEnv = {
+  # What a runner build reads: the pinned trees and tools.
+  firmwareEnv = {
     CORTEXM_EXECUTORCH_SRC = "${self.executorch-src}";
     CORTEXM_CMSIS_NN_SRC = "${self.cmsis-nn-src}";
-    CORTEXM_CMSIS_NN_HELPER = "${self.cmsis-nn-helper}/lib";
     CORTEXM_TOOLCHAIN_PREFIX = "${self.gcc-arm-embedded}/bin/arm-none-eabi-";
   }
   // lib.optionalAttrs (self.python.pkgs.flatc == null) {
     CORTEXM_FLATC = "${self.flatbuffers}/bin/flatc";
+  };
+  # Where cortexm finds them, and the lowering's CMSIS-NN module (set-default: a user's own
+  # setting wins). Only the lowering reads the module: the firmware does not depend on it.
+  toolEnv = self.firmwareEnv // {
+    CORTEXM_CMSIS_NN_HELPER = "${self.cmsis-nn-helper}/lib";
   };
 
   # The command line with everything it drives: the Python env, CMake and Ninja for runner
@@ -116,7 +122,13 @@ lib.makeScope pkgs.newScope (self: {
   fvp-corstone-300 =
     if pins.fvp.corstone-300.files ? ${system} then self.callPackage ../fvp/package.nix { } else null;
 
-  testApp = core: self.callPackage ./test-app.nix { inherit core; };
+  # `.override { fvp = ...; }`: with the FVP, and the runner for its board.
+  testApp =
+    core:
+    self.callPackage ./test-app.nix {
+      inherit core;
+      fvp = null;
+    };
   # One subcommand as a program, e.g. `cortexm verify`.
   command =
     subcommand:

@@ -195,7 +195,8 @@ in
       numpy
       semver
     ];
-    # The wheel pins exact versions of these; nixpkgs has one of each.
+    # The wheel pins exact versions of these; nixpkgs has one of each. The pytest check names
+    # each that is not the pinned one (test_tosa_tools_runs_on_the_dependencies_it_pins).
     pythonRelaxDeps = [
       "flatbuffers"
       "jsonschema"

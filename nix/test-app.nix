@@ -8,26 +8,31 @@
   cortexm,
   kernels,
   pins,
-  fvp-corstone-300, # null where Arm publishes no FVP
   core, # e.g. "cortex-m7"
+  fvp ? null, # the Corstone-300 FVP package: the app runs on it, with a runner for its board
 }:
 let
-  # The pinned runners: for the core's QEMU board, and, where an FVP exists, for the Corstone-300
-  # board the FVP runs, so that neither is built at run time.
+  # The pinned runners, so that neither is built at run time: for the core's QEMU board, and for
+  # the Corstone-300 board only when the app is given the FVP (else `nix run` would build a
+  # runner for a model that is not there; one found at run time gets its runner built then).
   runners = [
     (kernels core).runner
   ]
-  ++ lib.optional (fvp-corstone-300 != null) ((kernels core).override { board = "corstone-300"; }).runner;
+  ++ lib.optional (fvp != null) ((kernels core).override { board = "corstone-300"; }).runner;
 in
 writeShellApplication {
-  name = "cortexm-test-${lib.removePrefix "cortex-" core}";
+  name = "cortexm-test-${lib.removePrefix "cortex-" core}${lib.optionalString (fvp != null) "-fvp"}";
   runtimeInputs = [ cortexm ];
   runtimeEnv.CORTEXM_RUNNERS = lib.concatMapStringsSep ":" toString runners;
-  text = ''
-    sim=qemu
-    if [ -n "''${CORTEXM_FVP:-}" ] || command -v ${pins.fvp.corstone-300.binary} >/dev/null; then
-      sim=fvp
-    fi
-    exec cortexm test --target ${core} --sim "$sim" "$@"
-  '';
+  text =
+    lib.optionalString (fvp != null) ''
+      export CORTEXM_FVP="''${CORTEXM_FVP:-${lib.getExe fvp}}"
+    ''
+    + ''
+      sim=qemu
+      if [ -n "''${CORTEXM_FVP:-}" ] || command -v ${pins.fvp.corstone-300.binary} >/dev/null; then
+        sim=fvp
+      fi
+      exec cortexm test --target ${core} --sim "$sim" "$@"
+    '';
 }

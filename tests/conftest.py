@@ -11,6 +11,16 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 GOLDENS = REPO / "tests" / "goldens"
 
+
+def in_checkout(*parts: str) -> Path:
+    """REPO/parts, or a skip where this tree does not have it: the flake's pytest check runs in
+    the package's sources and the files nix/checks.nix adds, not in a whole checkout."""
+    path = REPO.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{'/'.join(parts)} is not in this tree (a checkout has it; the flake's pytest check "
+                    "takes only what nix/checks.nix names)", allow_module_level=True)
+    return path
+
 # In this process the lowering is the installed wheel's, the pinned one the goldens record,
 # whatever ExecuTorch tree is around; commands the tests run choose for themselves.
 from cortexm.lowering import backend_source  # noqa: E402

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("bench_mutants", Path(__file__).parent.parent / "bench" / "mutants.py")
+from conftest import in_checkout
+
+_spec = importlib.util.spec_from_file_location("bench_mutants", in_checkout("bench", "mutants.py"))
 mutants = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = mutants  # its dataclasses look their module up
 _spec.loader.exec_module(mutants)
@@ -87,6 +90,8 @@ def _applies(selected, kind) -> None:
     tree = sources.locate(kind).path
     if tree is None:
         pytest.skip(sources.missing_message(kind))
+    if shutil.which("git") is None:
+        pytest.skip("git not found: the patches are checked with `git apply --check`")
     for m in selected:
         done = subprocess.run(["git", "apply", "--check", str(m.patch)], cwd=tree, capture_output=True, text=True)
         assert done.returncode == 0, f"{m.name}: {done.stderr.strip()}"

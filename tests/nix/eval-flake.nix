@@ -38,6 +38,27 @@ let
       }
     );
   outPaths = builtins.mapAttrs (_: drv: drv.outPath);
+  drvPaths = builtins.mapAttrs (_: drv: drv.drvPath);
+  # The derivations (.drv) a derivation's attributes name: what has to be built before it.
+  inputDrvs =
+    drv:
+    builtins.filter (lib.hasSuffix ".drv") (
+      builtins.attrNames (builtins.getContext (builtins.toJSON drv.drvAttrs))
+    );
+
+  # tests/nix/consumer/flake.nix with this checkout as its cortexm input and nixpkgs following
+  # cortexm's, as `nix flake` gives them.
+  consumerFlake = import ./consumer/flake.nix;
+  consumer = consumerFlake.outputs {
+    self = consumer;
+    cortexm = outputs // {
+      outPath = toString root;
+    };
+    nixpkgs = {
+      outPath = nixpkgs;
+      inherit lib;
+    };
+  };
 in
 {
   packages = names outputs.packages;
@@ -62,6 +83,23 @@ in
   # Which lib the evaluation used: nixpkgs' reports its release.
   libVersion = lib.version or "stand-in";
 
+  # Every output's derivation, per system (an app: its program).
+  drvPaths = builtins.mapAttrs (system: packages: {
+    packages = drvPaths packages;
+    checks = drvPaths outputs.checks.${system};
+    devShells = drvPaths outputs.devShells.${system};
+    apps = builtins.mapAttrs (_: app: app.program) outputs.apps.${system};
+  }) outputs.packages;
+
+  # The sources the pytest check's checkout is made of, per system.
+  pytestSources = builtins.mapAttrs (_: checks: checks.pytest.sources) outputs.checks;
+
+  # The example consumer's packages (as drvPaths) and its flake inputs.
+  consumer = {
+    inputs = consumerFlake.inputs;
+    packages = builtins.mapAttrs (_: drvPaths) consumer.packages;
+  };
+
   # What each system's derivations are made of, forcing every one of them.
   systems = builtins.mapAttrs (
     system: packages:
@@ -69,6 +107,12 @@ in
       cli = packages.cortexm;
       cortexmPython = builtins.head cli.extraLibs;
       kernels = packages.kernels-m7;
+      scope = outputs.legacyPackages.${system};
+      # A test app as the flake's apps run it, and the runners it carries.
+      testApp = app: {
+        program = lib.getExe app;
+        runners = lib.splitString ":" app.runtimeEnv.CORTEXM_RUNNERS;
+      };
     in
     {
       packages = outPaths packages;
@@ -95,6 +139,20 @@ in
       cortexmDependencies = map nameOf cortexmPython.dependencies;
       cortexmTestDependencies = map nameOf cortexmPython.optional-dependencies.test;
       kernelsEnv = kernels.env;
+      kernelsInputDrvs = inputDrvs kernels;
+      kernelsDisallowedReferences = kernels.disallowedReferences;
+      trees = map toString [
+        scope.executorch-src
+        scope.cmsis-nn-src
+      ];
+      helperDrv = scope.cmsis-nn-helper.drvPath;
+      testApps = {
+        test-m7 = testApp (scope.testApp "cortex-m7");
+      }
+      // lib.optionalAttrs (scope.fvp-corstone-300 != null) {
+        test-m7-fvp = testApp ((scope.testApp "cortex-m7").override { fvp = scope.fvp-corstone-300; });
+      };
+      toolchainDrv = scope.gcc-arm-embedded.drvPath;
       kernelsOutputs = kernels.outputs;
       kernelsPython = map (d: d.name) (builtins.elemAt kernels.nativeBuildInputs 2).extraLibs;
       runnerM7 = packages.runner-m7.outPath;

@@ -6,6 +6,7 @@ let
       head
       filter
       all
+      any
       attrNames
       elem
       isList
@@ -65,22 +66,20 @@ let
         builtins.substring (builtins.stringLength prefix) (builtins.stringLength s) s
       else
         s;
-    escapeRegex = replaceStrings [ "." ":" "+" "*" "?" "(" ")" "[" "]" "{" "}" "|" "^" "$" "\\" ] [
-      "\\."
-      "\\:"
-      "\\+"
-      "\\*"
-      "\\?"
+    # As nixpkgs': the characters a POSIX regex gives a meaning (an escaped ":" is invalid there).
+    escapeRegex = replaceStrings [ "\\" "[" "{" "(" ")" "^" "$" "?" "*" "+" "|" "." ] [
+      "\\\\"
+      "\\["
+      "\\{"
       "\\("
       "\\)"
-      "\\["
-      "\\]"
-      "\\{"
-      "\\}"
-      "\\|"
       "\\^"
       "\\$"
-      "\\\\"
+      "\\?"
+      "\\*"
+      "\\+"
+      "\\|"
+      "\\."
     ];
     splitString = sep: s: filter builtins.isString (builtins.split (escapeRegex sep) s);
     importTOML = path: builtins.fromTOML (builtins.readFile path);
@@ -118,18 +117,84 @@ let
       in
       self;
 
-    fileset = {
-      unions = paths: paths;
-      toSource =
-        { root, fileset }:
-        let
-          missing = filter (p: !builtins.pathExists p) fileset;
-        in
-        if missing != [ ] then
-          throw "lib.fileset.toSource: ${toString (head missing)} does not exist"
-        else
-          "/nix/store/${builtins.substring 0 32 (builtins.hashString "sha256" (toString root))}-source";
-    };
+    # A file set is the paths it was made of (each must exist) and `has`: whether a file is in
+    # it, and whether a folder may hold one that is. toSource is builtins.path over `has`, so a
+    # source's store path follows the content of exactly its files, as nixpkgs' does.
+    fileset =
+      let
+        ofPath =
+          p:
+          let
+            s = toString p;
+          in
+          {
+            paths = [ p ];
+            has = path: type: path == s || hasPrefix "${s}/" path || type == "directory" && hasPrefix "${path}/" s;
+          };
+        coerce = x: if builtins.isAttrs x && x ? has then x else ofPath x;
+        unions =
+          list:
+          let
+            sets = map coerce list;
+          in
+          {
+            paths = concatMap (s: s.paths) sets;
+            has = path: type: any (s: s.has path type) sets;
+          };
+      in
+      {
+        inherit unions;
+        union = a: b: unions [
+          a
+          b
+        ];
+        difference =
+          positive: negative:
+          let
+            p = coerce positive;
+            n = coerce negative;
+          in
+          {
+            paths = p.paths ++ n.paths;
+            has = path: type: p.has path type && (type == "directory" || !(n.has path type));
+          };
+        # nixpkgs passes the predicate a file's name, type and hasExt.
+        fileFilter = predicate: root: {
+          paths = [ root ];
+          has =
+            path: type:
+            (ofPath root).has path type
+            && (
+              type == "directory"
+              || predicate {
+                name = baseNameOf path;
+                inherit type;
+                hasExt = ext: hasSuffix ".${ext}" (baseNameOf path);
+              }
+            );
+        };
+        toSource =
+          { root, fileset }:
+          let
+            set = coerce fileset;
+            missing = filter (p: !builtins.pathExists p) set.paths;
+          in
+          if missing != [ ] then
+            throw "lib.fileset.toSource: ${toString (head missing)} does not exist"
+          else
+            builtins.path {
+              path = root;
+              name = "source";
+              # A flake's source holds no .git, nor what .gitignore names (__pycache__).
+              filter =
+                path: type:
+                !(elem (baseNameOf path) [
+                  ".git"
+                  "__pycache__"
+                ])
+                && set.has path type;
+            };
+      };
 
     licenses = genAttrs [ "asl20" "bsd3" "unfree" ] (shortName: { inherit shortName; });
     sourceTypes.binaryNativeCode = {

@@ -202,6 +202,8 @@ let
         // real
         // {
           meta = args.meta or { };
+          # What went into the derivation, as nixpkgs' derivations keep it.
+          drvAttrs = attrs // env;
           # What an override adds must be something nixpkgs' mkDerivation takes.
           overrideAttrs =
             f:
@@ -453,6 +455,7 @@ let
         ninja = package "ninja" "1.12" { };
         qemu = package "qemu" "10.0" { meta.mainProgram = "qemu-kvm"; };
         zlib = package "zlib" "1.3.1" { };
+        removeReferencesTo = package "remove-references-to" "1" { meta.mainProgram = "remove-references-to"; };
         nixfmt-tree = package "nixfmt-tree" "1" { meta.mainProgram = "treefmt"; };
         flatbuffers = package "flatbuffers" versions.flatbuffers { meta.mainProgram = "flatc"; };
         gcc-arm-embedded-15 = package "gcc-arm-embedded" versions.gcc-arm-embedded-15 { };
