@@ -278,12 +278,15 @@ def test_scalar_inputs_are_read_and_checked(runners, tmp_path):
 
 
 @needs_firmware
-def test_prebuilt_runners_are_used_without_trees(runners, monkeypatch):
-    """$CORTEXM_RUNNERS (what Nix hands over): a matching runner needs no tree, toolchain or build."""
+def test_prebuilt_runners_are_used_without_trees(runners, monkeypatch, tmp_path):
+    """$CORTEXM_RUNNERS (what Nix hands over): a matching runner needs no tree, toolchain or build
+    where no tree is found (a tree that is found must be the one it was built from: test_bundles)."""
     monkeypatch.setenv("CORTEXM_RUNNERS", str(runners["cortex-m55"].build_dir))
-    monkeypatch.setenv("CORTEXM_EXECUTORCH_SRC", "/nonexistent")
+    for kind in ("EXECUTORCH", "CMSIS_NN"):
+        monkeypatch.delenv(f"CORTEXM_{kind}_SRC", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no trees in the default location
     assert build_runner("cortex-m55").elf == runners["cortex-m55"].elf
-    with pytest.raises(CortexmError, match="CORTEXM_EXECUTORCH_SRC: /nonexistent is not a directory"):
+    with pytest.raises(CortexmError, match="no executorch source tree"):
         build_runner("cortex-m7")  # no prebuilt runner for this core: it would be built
 
 

@@ -38,6 +38,8 @@ def _trained_like(module: nn.Module, draw) -> nn.Module:
     parameters and the statistics of the activations it sees (measured on BATCH inputs, as
     training leaves them), so activations stay in range through depth and the folded weights'
     per-channel ranges differ."""
+    # The statistics are measured in float64 and rounded to float32: in float32, a batch's sums
+    # depend on how many threads share them, and the model (so its goldens) on the machine.
     for layer in module.modules():
         if isinstance(layer, (nn.Conv2d, nn.Linear)):
             out = layer.weight.shape[0]
@@ -54,8 +56,8 @@ def _trained_like(module: nn.Module, draw) -> nn.Module:
             layer.momentum = None  # the running statistics become the batch's averages
     module.train()
     with torch.no_grad():
-        module(torch.cat([draw() for _ in range(BATCH)]))
-    return module.eval()
+        module.double()(torch.cat([draw() for _ in range(BATCH)]).double())
+    return module.float().eval()
 
 
 def _confident(module: nn.Module, classifier: nn.Linear, draw) -> torch.Tensor:
@@ -65,9 +67,11 @@ def _confident(module: nn.Module, classifier: nn.Linear, draw) -> torch.Tensor:
     with torch.no_grad():
         inputs = [draw() for _ in range(BATCH)]
         captured = []
-        hook = classifier.register_forward_hook(lambda m, i, o: captured.append(o))
+        hook = classifier.register_forward_hook(lambda m, i, o: captured.append(o.float()))
+        module.double()
         for x in inputs:
-            module(x)
+            module(x.double())
+        module.float()
         hook.remove()
         logits = torch.cat(captured)
         factor = LOGIT_STD / float(logits.std(dim=1).mean())
