@@ -1,5 +1,6 @@
 """Keys that name what goes in: a runner's key is the content its build reads, however the tree
-got here (a git checkout, a copy, a store path), and the lowering's Python is not part of it."""
+got here (a git checkout, a copy, a store path), and the lowering's Python is not part of it; an
+export's key is the lowering's code, and a comment in it is not."""
 
 from __future__ import annotations
 
@@ -30,3 +31,24 @@ def test_a_python_edit_keeps_the_runner_key_and_a_cpp_edit_changes_it_on_a_fresh
     (copy / "backends/cortex_m/ops/op_add.cpp").write_text("int add; // edited\n")
     assert identity.current(copy, LOWERING_ONLY).key != key
     assert identity.current(first, ()).key != identity.current(copy, ()).key  # without `ignore`: everything
+
+
+def test_an_edit_of_comments_keeps_the_export_key_and_an_edit_of_code_changes_it(tmp_path):
+    """The programs carry no source line (an export of conv2d and tiny_kws_dscnn with a comment
+    and blank lines before every def and class of the passes and the quantizer gave the same
+    .pte bytes), so the lowering's Python counts by its syntax tree."""
+    from cortexm.lowering import backend_source
+
+    tree = _tree(tmp_path / "tree")
+    (tree / "backends/cortex_m/passes/cortex_m_pass_manager.py").write_text("")
+    fuse = tree / "backends/cortex_m/passes/fuse.py"
+    fuse.write_text("def fuse(graph):\n    return graph\n")
+    key = backend_source.fingerprint.__wrapped__(tree)
+    fuse.write_text("# why it fuses\n\n\ndef fuse(graph):  # a comment\n\n    return (graph)\n")
+    assert backend_source.fingerprint.__wrapped__(tree) == key
+    fuse.write_text("def fuse(graph):\n    return graph.copy()\n")
+    assert backend_source.fingerprint.__wrapped__(tree) != key
+    fuse.write_text("def fuse(graph):\n    return graph.copy(\n")  # does not parse: its bytes count
+    broken = backend_source.fingerprint.__wrapped__(tree)
+    fuse.write_text("def fuse(graph):\n    return graph.copy(  \n")
+    assert backend_source.fingerprint.__wrapped__(tree) not in (key, broken)

@@ -10,11 +10,13 @@ helper), exactly as the Nix package copies the tree's Python over the wheel. The
 rest of ExecuTorch (exir, the serializer) stays the wheel's.
 
 `fingerprint(tree)` is a digest of every file the lowering reads from there, for
-the export cache key: a change in the tree re-exports what it can affect.
+the export cache key: a change in the tree re-exports what it can affect. A Python file counts
+by its syntax tree, so an edit of comments, blank lines or formatting re-exports nothing.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -226,8 +228,21 @@ def fingerprint(tree: Path | None, helper: Path | None = None) -> str:
     if helper is not None:
         digest.update(b"helper\0" + helper.read_bytes())
     for rel, file in sorted(_backend_files(tree).items()):
-        digest.update(rel.encode() + b"\0" + file.read_bytes())
+        digest.update(rel.encode() + b"\0" + lowering_content(file))
     return digest.hexdigest()
+
+
+def lowering_content(file: Path) -> bytes:
+    """What of a backend file decides a program: a Python file's syntax tree without positions
+    (a comment, a blank line or a re-wrapped call changes no lowered byte: the programs carry no
+    source line), any other file's bytes. A file that does not parse counts by its bytes."""
+    data = file.read_bytes()
+    if file.suffix == ".py":
+        try:
+            return ast.dump(ast.parse(data)).encode()
+        except (SyntaxError, ValueError):
+            pass
+    return data
 
 
 def quantization_fingerprint(tree: Path | None) -> str:
@@ -240,7 +255,7 @@ def quantization_fingerprint(tree: Path | None) -> str:
     chosen = quantization_files(python, lambda rel: view[rel].read_text(errors="replace")) or set(view)
     digest = hashlib.sha256()
     for rel in sorted(chosen):
-        digest.update(rel.encode() + b"\0" + view[rel].read_bytes())
+        digest.update(rel.encode() + b"\0" + lowering_content(view[rel]))
     return digest.hexdigest()
 
 
