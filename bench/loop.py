@@ -11,8 +11,11 @@ builds warm (built once before anything is timed, so the loop's own rebuild is w
 
   cold        `cortexm test --executorch-src WORK -t CORE...` with an empty export cache
   warm        the same again, nothing changed
-  python edit a comment appended to passes/aten_to_cortex_m_pass.py (a real change of the
-              file: its content is what the caches key on), the same command
+  comment edit  a comment appended to passes/aten_to_cortex_m_pass.py, the same command (the
+              export key counts the lowering's Python by its syntax tree: nothing is lowered)
+  python edit a statement appended to that file (a real change of its code, which changes no
+              program), the same command: every case lowered again, and no simulator run for
+              a program that came out the same bytes (cortexm.sim.memo)
   c++ edit    a comment appended to ops/op_quantized_conv2d.cpp, the same command (an
               incremental runner rebuild, then every run)
   all cores   `cortexm test --all-cores --sim none` with an empty export cache: the lowering
@@ -46,7 +49,9 @@ from mutants import default_work, prepare_work  # noqa: E402 - the same working 
 
 PY_EDIT = "backends/cortex_m/passes/aten_to_cortex_m_pass.py"
 CPP_EDIT = "backends/cortex_m/ops/op_quantized_conv2d.cpp"
-EDIT = {PY_EDIT: "\n# bench/loop.py: an edit\n", CPP_EDIT: "\n// bench/loop.py: an edit\n"}
+COMMENT_EDIT = "comment"  # PY_EDIT with a comment appended
+EDIT = {PY_EDIT: "\n_BENCH_LOOP_EDIT = 1  # bench/loop.py: an edit of the code\n",
+        COMMENT_EDIT: "\n# bench/loop.py: an edit of a comment\n", CPP_EDIT: "\n// bench/loop.py: an edit\n"}
 
 
 class Version:
@@ -59,11 +64,14 @@ class Version:
         self.cwd = checkout  # None: this one, as installed
         self.builds = root / f"{label}-builds"
         self.exports = root / f"{label}-exports"
+        self.runs = root / f"{label}-runs"
 
     def run(self, args: list[str], report: Path | None = None, fresh_exports: bool = False) -> dict:
         if fresh_exports:
             shutil.rmtree(self.exports, ignore_errors=True)
-        env = {**os.environ, "CORTEXM_BUILD_CACHE": str(self.builds), "CORTEXM_EXPORT_CACHE": str(self.exports)}
+            shutil.rmtree(self.runs, ignore_errors=True)
+        env = {**os.environ, "CORTEXM_BUILD_CACHE": str(self.builds), "CORTEXM_EXPORT_CACHE": str(self.exports),
+               "CORTEXM_RUN_CACHE": str(self.runs)}
         env.pop("CORTEXM_LOWERING_TREE", None)
         extra = ["--json", str(report)] if report else []
         started = time.perf_counter()
@@ -78,15 +86,16 @@ class Version:
         tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()][-1:] or [""]
         return {"wall": round(wall, 1), "exit": done.returncode, "programs": len(results),
                 "export": round(sum(r.get("seconds", {}).get("export", 0.0) for r in results), 1),
-                "statuses": statuses, "last": tail[0][:160]}
+                "statuses": statuses, "remembered": sum(bool(r.get("remembered")) for r in results),
+                "last": tail[0][:160]}
 
 
 @contextlib.contextmanager
-def edited(work: Path, rel: str):
-    """`rel` in WORK with a comment appended, restored after."""
-    path = work / rel
+def edited(work: Path, edit: str):
+    """WORK with `edit`'s text appended to its file, restored after."""
+    path = work / (PY_EDIT if edit == COMMENT_EDIT else edit)
     before = path.read_bytes()
-    path.write_bytes(before + EDIT[rel].encode())
+    path.write_bytes(before + EDIT[edit].encode())
     try:
         yield
     finally:
@@ -120,14 +129,15 @@ def main() -> None:
                                       env={**os.environ, "CORTEXM_BUILD_CACHE": str(v.builds)}, capture_output=True)
                 if done.returncode != 0:
                     sys.exit(f"bench: building the {core} runner for {v.label} failed: {done.stderr.decode()[-300:]}")
-            steps = [("cold", None, test, True), ("warm", None, test, False), ("python edit", PY_EDIT, test, False),
+            steps = [("cold", None, test, True), ("warm", None, test, False),
+                     ("comment edit", COMMENT_EDIT, test, False), ("python edit", PY_EDIT, test, False),
                      ("c++ edit", CPP_EDIT, test, False),
                      ("all cores", None, ["test", "--executorch-src", str(work), "--all-cores", "--sim", "none",
                                           *(["-k", args.pattern] if args.pattern else [])], True)]
             cold = root / f"{v.label}-cold.json"
             for name, rel, command, fresh in steps:
                 report = root / f"{v.label}-{name.replace(' ', '-')}.json"
-                if v.gates and name in ("warm", "python edit", "c++ edit"):
+                if v.gates and name in ("warm", "comment edit", "python edit", "c++ edit"):
                     # Nothing the runner executes changed since the cold run: the performance
                     # gate at 0 % must report nothing (SLOWER/FASTER in the statuses if it does).
                     command = [*command, "--baseline", str(cold), "--max-slowdown", "0"]
@@ -159,7 +169,8 @@ def print_row(row: dict) -> None:
     per = f"{row['wall'] / row['programs']:.2f}" if row.get("programs") else "-"
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(row.get("statuses", {}).items())) or row.get("last", "")
     print(f"{row['cortexm']:9} {row['step']:22} wall {row['wall']:7.1f} s  export {row.get('export', 0):7.1f} s  "
-          f"{row.get('programs', 0):4d} programs  {per:>6} s/program  exit {row['exit']}  {statuses}", flush=True)
+          f"{row.get('programs', 0):4d} programs  {per:>6} s/program  {row.get('remembered', 0):4d} runs remembered  "
+          f"exit {row['exit']}  {statuses}", flush=True)
 
 
 if __name__ == "__main__":

@@ -32,10 +32,11 @@ backend_source.portable_float()
 
 @pytest.fixture(scope="session", autouse=True)
 def export_cache(tmp_path_factory):
-    """One export cache for the session: a case lowered once serves every test (and the
-    commands tests run), without touching the user's cache."""
+    """One export cache and run store for the session: a case lowered or run once serves every
+    test (and the commands tests run), without touching the user's cache."""
     patch = pytest.MonkeyPatch()
     patch.setenv("CORTEXM_EXPORT_CACHE", str(tmp_path_factory.mktemp("exports")))
+    patch.setenv("CORTEXM_RUN_CACHE", str(tmp_path_factory.mktemp("runs")))
     yield
     patch.undo()
 

@@ -23,12 +23,13 @@ import pytest
 
 from conftest import MISSING, run_cli
 
-needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
 from cortexm.base.errors import CortexmError
 from cortexm.firmware import BuildOptions, build_runner, model_ops, suite_ops
 from cortexm.firmware.tools import toolchain_prefix
 from cortexm.sim.run import RunError, run_pte
 from cortexm.base.targets import core
+
+needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
 
 CORES = ("cortex-m7", "cortex-m55")
 
@@ -317,3 +318,36 @@ def test_a_command_line_that_does_not_fit_is_refused_not_cut(runners, exported, 
                               workdir=tmp_path, extra_args=tuple(f"--word-{k}" for k in range(64)))
     assert not result.ok and outputs == []
     assert result.failure_line.startswith("E usage: the command line does not fit (at most 64 words"), result.failure_line
+
+
+@needs_firmware
+def test_a_run_is_remembered_by_what_decides_it(runners, exported, tmp_path, monkeypatch):
+    """The test app's reruns: the same program, inputs, runner and simulator are answered from
+    the run store without a simulator; other inputs, another runner ELF, a limit below the time
+    the run took, a damaged entry or a failed run are run again."""
+    from cortexm.sim import memo, qemu
+
+    monkeypatch.setenv("CORTEXM_RUN_CACHE", str(tmp_path / "runs"))
+    pte, m7 = exported("conv2d", "cortex-m7"), core("cortex-m7")
+    first = run_pte(pte, m7, runner=runners["cortex-m7"], remember=True)
+    again = run_pte(pte, m7, runner=runners["cortex-m7"], remember=True)
+    assert not first.sim_result.remembered and again.sim_result.remembered
+    assert again.instructions == first.instructions and again.log == first.log
+    assert [o.tobytes() for o in again.outputs] == [o.tobytes() for o in first.outputs]
+    assert not run_pte(pte, m7, runner=runners["cortex-m7"]).sim_result.remembered  # `cortexm run` always runs
+
+    entry = next((tmp_path / "runs").iterdir())
+    assert memo.recall(entry.name, timeout=first.sim_result.seconds / 2) is None  # it might not finish within this
+    inputs = tmp_path / "other.bin"
+    inputs.write_bytes(bytes(len((pte.parent / "conv2d.input-0.bin").read_bytes())))
+    assert not run_pte(pte, m7, inputs=[inputs], runner=runners["cortex-m7"], remember=True).sim_result.remembered
+    elf = tmp_path / "other.elf"
+    elf.write_bytes(runners["cortex-m7"].elf.read_bytes() + b"\0")
+    argv = ["--program", "x"]
+    assert memo.key(pte, [], elf, m7, argv, qemu.Qemu()) != memo.key(pte, [], runners["cortex-m7"].elf, m7, argv, qemu.Qemu())
+
+    (entry / "out-0.bin").write_bytes(b"damaged")
+    assert not run_pte(pte, m7, runner=runners["cortex-m7"], remember=True).sim_result.remembered
+    with pytest.raises(RunError):
+        run_pte(pte, m7, runner=runners["cortex-m7"], remember=True, extra_args=tuple(f"--word-{k}" for k in range(64)))
+    assert len(list((tmp_path / "runs").iterdir())) == 2  # the example's run (stored again) and the other inputs'

@@ -41,6 +41,7 @@ class SimResult:
     command: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timed_out: bool = False
+    remembered: bool = False  # answered from cortexm.sim.memo: no simulator ran
 
     @property
     def failure_line(self) -> str | None:

@@ -102,10 +102,12 @@ def run_pte(
     timeout: float = sim.DEFAULT_TIMEOUT,
     progress=None,
     extra_args: tuple[str, ...] = (),
+    remember: bool = False,
 ) -> RunResult:
     """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (files
     cortexm.sim.inputs reads: raw .bin in the program's dim order, .npy, C headers; default: the
-    sidecar's), on `runner` or the one `runner_for` picks."""
+    sidecar's), on `runner` or the one `runner_for` picks. `remember`: a run made before with the
+    same program, inputs, runner and simulator is answered from cortexm.sim.memo."""
     pte = Path(pte)
     core = core_named(core) if isinstance(core, str) else core
     plan = load(pte).plan()
@@ -126,7 +128,8 @@ def run_pte(
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
                                   cmsis_nn_src=cmsis_nn_src, progress=progress)
-    result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout, extra_args=extra_args)
+    result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout, extra_args=extra_args,
+                          remember=remember)
     if not result.ok:
         raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): {result.failure_line}", result)
     outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
@@ -163,22 +166,32 @@ def runner_for(pte: Path, core: Core, simulator: sim.Simulator, **build_args) ->
 
 def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inputs: list | None = None,
             workdir: str | Path | None = None, timeout: float = sim.DEFAULT_TIMEOUT,
-            extra_args: tuple[str, ...] = ()) -> tuple[sim.SimResult, list[bytes]]:
+            extra_args: tuple[str, ...] = (), remember: bool = False) -> tuple[sim.SimResult, list[bytes]]:
     """One run of `pte` with upstream's protocol: the simulator's result and the raw
     outputs (empty when the run failed). The inputs default to the sidecar's; `extra_args`
-    go to the runner (e.g. --guard, --fill)."""
+    go to the runner (e.g. --guard, --fill); `remember`: as run_pte."""
+    from cortexm.sim import memo
+
     pte = Path(pte)
     plan = load(pte).plan()
     data = input_bytes(Bundle.open(pte), plan, inputs)
+    names = [f"i{k}.bin" for k in range(len(data))]
+    argv = [*sim.command_line(names), *extra_args]
+    entry = (memo.key(pte, data, runner.elf, core, argv, simulator)
+             if remember and workdir is None and not runner.options.coverage and memo.root() else None)
+    recalled = memo.recall(entry, timeout) if entry else None
+    if recalled is not None:
+        return recalled
     folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cortexm-run-"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pte, folder / sim.protocol.PROGRAM)
-        names = [f"i{k}.bin" for k in range(len(data))]
         for name, raw_input in zip(names, data):
             (folder / name).write_bytes(raw_input)
-        result = simulator.run(runner.elf, core, folder, [*sim.command_line(names), *extra_args], timeout)
+        result = simulator.run(runner.elf, core, folder, argv, timeout)
         raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]
+        if entry:
+            memo.remember(entry, result, raw)
         if runner.options.coverage and (folder / "coverage.bin").is_file():
             from cortexm.testing import coverage
 

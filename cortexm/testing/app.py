@@ -38,6 +38,7 @@ class SimOutcome:
     log: str
     failure: str | None  # one line naming what went wrong, None on success
     calls: dict = field(default_factory=dict)  # instruction index -> its cost (a run with --calls 1)
+    remembered: bool = False  # the same program, inputs, runner and simulator ran before (cortexm.sim.memo)
 
 
 class Simulator(Protocol):
@@ -82,6 +83,9 @@ class CaseResult:
     memory_use: dict = field(default_factory=dict)
     deployment: bool = False
     sim: str = "-"
+    # Its program ran before with this runner and inputs: the run came from cortexm.sim.memo
+    # (the program is unchanged by whatever was edited since).
+    remembered: bool = False
     memory: str = "-"  # the memory oracle: ok, FAIL, - (not run)
     semantic: str = "-"  # the program against the quantized model (cortexm.semantic): ok, FAIL, - (no model)
     semantic_lsb: float | None = None  # the largest departure of a point from the model, in LSB
@@ -251,7 +255,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.stages.append("run")
     outcome = simulator.run(pte, core, extra_args=CALLS)
     result.seconds["run"] = time.perf_counter() - t
-    result.instructions = outcome.instructions
+    result.instructions, result.remembered = outcome.instructions, outcome.remembered
     result.calls = call_costs(pte, outcome.calls)
     result.memory_use = _memory_use(outcome.log)
     if outcome.failure:

@@ -28,27 +28,36 @@ class RunnerSimulator:
         self.name = f"{sim.for_core(core, sim_name, fvp).name} {runner.board}"
         # Where a known defect's files are looked up: the trees this runner was built from.
         self.locators = {component: (lambda rel, root=root: root / rel) for component, root in runner.trees().items()}
-        self.boots, self._lock = 0, threading.Lock()  # simulator runs so far (the test app runs them on threads)
+        # Simulator runs so far, and runs answered from cortexm.sim.memo (the test app runs them on threads).
+        self.boots, self.remembered, self._lock = 0, 0, threading.Lock()
 
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome:
         from cortexm.firmware import model_ops
         from cortexm.sim.run import RunError, run_pte
 
-        with self._lock:
-            self.boots += 1
         # A program calling an operator the suite's runner lacks gets a runner of its own.
         runner = self.runner if set(model_ops(pte)) <= set(self.runner.ops) else None
         try:
             result = run_pte(pte, core, self.sim_name, inputs, runner=runner, fvp=self.fvp, extra_args=extra_args,
-                             timeout=self.timeout, **self.sources)
+                             timeout=self.timeout, remember=True, **self.sources)
         except RunError as e:
+            self._count(False)
             failure = str(e).split(": ", 1)[-1]
             if core.hosted:
                 from cortexm.sim.host import sanitizer_failure
 
                 failure = sanitizer_failure(e.result.log, pte) or failure
             return SimOutcome([], e.result.instructions, e.result.log, failure)
-        return SimOutcome(result.outputs, result.instructions, result.log, None, result.sim_result.calls)
+        self._count(result.sim_result.remembered)
+        return SimOutcome(result.outputs, result.instructions, result.log, None, result.sim_result.calls,
+                          remembered=result.sim_result.remembered)
+
+    def _count(self, remembered: bool) -> None:
+        with self._lock:
+            if remembered:
+                self.remembered += 1
+            else:
+                self.boots += 1
 
     def memory_args(self, fill: int) -> tuple[str, ...]:
         """Runner arguments of the memory oracle on this simulator (guards, or the sanitizers)."""

@@ -24,6 +24,11 @@ def print_summary(results, checks, options, elapsed: float) -> None:
         counts = {s: sum(r.status == s for r in rows)
                   for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN", "SLOWER", "FASTER", "DEGRADED", "LARGER")}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
+        remembered = sum(r.remembered for r in rows)
+        if remembered:
+            out.print(f"{core}: {remembered} of {sum(r.sim != '-' for r in rows)} programs ran before, byte for byte, with "
+                      "this runner and inputs (unchanged by any edit since): their runs came from the run store "
+                      "(CORTEXM_RUN_CACHE=off runs them again)", markup=False)
         if isinstance(sim, str):
             out.print(f"{core}: simulator runs skipped: {sim}")
         out.print()

@@ -1,0 +1,108 @@
+"""Simulator runs remembered by what decides them: a rerun of the test app whose lowering gives
+the same programs starts no simulator for them.
+
+A run is decided by the program's bytes, the bytes of its inputs, the runner's ELF, the core, the
+runner's command line, the simulator (its kind and the executable's path, size and time) and
+cortexm.sim's own code (the command it builds). A run that succeeded is stored with its log and
+raw outputs; asked again with a limit above the time it took, it is answered from here, and its
+result says so (`SimResult.remembered`). A failure is never stored: a timeout follows the
+machine's load, and a failure is rerun to be looked at. A coverage run is never answered from
+here: its counters are why it runs.
+
+$CORTEXM_RUN_CACHE moves the store (default: the user cache's `runs`); `off` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from cortexm.base import manifest
+from cortexm.sim.protocol import SimResult
+from cortexm.sources import cache_dir
+
+FORMAT = 1
+RESULT = "result.json"
+MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
+OFF = "off"
+
+
+def root() -> Path | None:
+    """The store, or None when it is turned off."""
+    given = os.environ.get("CORTEXM_RUN_CACHE")
+    if given == OFF:
+        return None
+    return Path(given) if given else cache_dir() / "runs"
+
+
+def key(program: Path, inputs: list[bytes], elf: Path, core, argv: list[str], simulator) -> str:
+    digest = hashlib.sha256(f"cortexm run {FORMAT}\0{core.name}\0{type(simulator).__name__}\0".encode())
+    digest.update(_executable(simulator.require(core)).encode() + b"\0" + _code().encode())
+    digest.update(json.dumps(argv).encode())
+    for part in (program.read_bytes(), elf.read_bytes(), *inputs):
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
+
+
+def recall(entry: str, timeout: float) -> tuple[SimResult, list[bytes]] | None:
+    """The stored run and its raw outputs, when there is one intact that took less than `timeout`;
+    a damaged entry is removed and the run made again."""
+    where = root()
+    folder = where / entry if where else None
+    if folder is None or not folder.is_dir():
+        return None
+    written = manifest.read(folder / MANIFEST)
+    if written is None or manifest.damage(folder, written) is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    record = json.loads((folder / RESULT).read_text())
+    if record["seconds"] >= timeout:
+        return None
+    result = SimResult(record["exit_code"], record["log"], record["command"], record["seconds"], remembered=True)
+    return result, [(folder / f"out-{k}.bin").read_bytes() for k in range(record["outputs"])]
+
+
+def remember(entry: str, result: SimResult, raw: list[bytes]) -> None:
+    """Store a run that succeeded; a store that cannot be written is skipped (it only saves time)."""
+    where = root()
+    if where is None or not result.ok or result.timed_out or (where / entry).is_dir():
+        return
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=where, prefix=f".tmp-{os.getpid()}-"))
+    except OSError:
+        return
+    try:
+        for k, data in enumerate(raw):
+            (tmp / f"out-{k}.bin").write_bytes(data)
+        (tmp / RESULT).write_text(json.dumps({"exit_code": result.exit_code, "log": result.log, "command": result.command,
+                                              "seconds": result.seconds, "outputs": len(raw)}) + "\n")
+        (tmp / MANIFEST).write_text(json.dumps({manifest.KEY: manifest.of_folder(tmp, skip=MANIFEST)}) + "\n")
+        tmp.rename(where / entry)
+    except OSError:  # a full disk, or another process stored the same run first
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _executable(found: str) -> str:
+    """The simulator's executable as path, size and modification time (the host runs the runner
+    itself: its ELF is in the key already)."""
+    if not os.path.isfile(found):
+        return found
+    stat = os.stat(found)
+    return f"{os.path.realpath(found)}\0{stat.st_size}\0{stat.st_mtime_ns}"
+
+
+@lru_cache(maxsize=None)
+def _code() -> str:
+    folder = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for file in sorted(folder.glob("*.py")):
+        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
