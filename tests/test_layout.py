@@ -8,7 +8,11 @@ whatever runs first.
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 import cortexm
 from cortexm.base.imports import graph as import_graph
@@ -89,3 +93,13 @@ def test_the_root_holds_only_the_package_face_and_the_entry_point():
     assert loose == ["__init__.py", "__main__.py"]
     for package in sorted(p for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()):
         assert ast.get_docstring(ast.parse((package / "__init__.py").read_text())), f"{package.name}: no docstring"
+
+
+def test_ruff_finds_nothing():
+    """The lint pyproject.toml configures ([tool.ruff]), over the package, the tests and bench."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff not found: pip install ruff (its rules are [tool.ruff] in pyproject.toml)")
+    done = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", "."], cwd=PACKAGE.parent,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
