@@ -258,7 +258,7 @@ def test_examples_run_on_qemu_m33_and_match_the_python_reference(library, tmp_pa
     from cortexm.pte import load
     from cortexm.lowering.reference import evaluate, output_scales
     from cortexm.sim.run import RunError, run_pte
-    from cortexm.testing.compare import compare, logical
+    from cortexm.pte.tensors import compare, logical
 
     if MISSING:
         pytest.skip(f"QEMU runs need: {MISSING}")

@@ -103,3 +103,17 @@ def test_ruff_finds_nothing():
     done = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", "."], cwd=PACKAGE.parent,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# The one import of cortexm.testing from a stage below it: the runner's gcov counters a run
+# leaves are added to the test app's coverage as the run ends (cortexm.sim.run.execute).
+TESTING_FROM_BELOW = {("cortexm.sim.run", "cortexm.testing.coverage")}
+
+
+def test_the_stages_below_the_test_app_do_not_import_it():
+    """cortexm.testing sequences the stages: the tensor codec, digests and comparison they share
+    live in cortexm.pte.tensors, so the simulator and the lowering run without the test app."""
+    graph = import_graph(PACKAGE)
+    up = {(m, t) for m, targets in graph.items() for t in targets
+          if t.startswith("cortexm.testing") and not m.startswith(("cortexm.testing", "cortexm.cli", "cortexm.__main__"))}
+    assert up == TESTING_FROM_BELOW

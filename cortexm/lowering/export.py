@@ -535,7 +535,7 @@ def _without_helium(pte: bytes, bundle: ModelBundle, core: Core) -> list[str] | 
     ExecuTorch's Helium ones (cortexm.oracle.helium), for a core that runs them."""
     from cortexm.lowering.reference import integer_reference
     from cortexm.oracle.backends import kernels_for
-    from cortexm.testing.crosscore import digests
+    from cortexm.pte.tensors import digests
 
     if kernels_for(core.backend) == kernels_for(core.backend, helium=False):
         return None
@@ -630,7 +630,7 @@ def _io_entry(tv, file: str, quant: dict | None) -> dict:
 
 def _raw(tensor, dim_order) -> bytes:
     """The tensor's (or array's) bytes laid out in `dim_order`, as the runtime reads and writes them."""
-    from cortexm.testing.compare import to_raw
+    from cortexm.pte.tensors import to_raw
 
     values = tensor.detach().contiguous().numpy() if hasattr(tensor, "detach") else np.asarray(tensor)
     return to_raw(values, dim_order)

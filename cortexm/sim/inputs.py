@@ -24,7 +24,7 @@ import numpy as np
 from cortexm.base import files
 from cortexm.base.errors import CortexmError
 from cortexm.pte.program import TensorValue
-from cortexm.testing.compare import DTYPES, to_raw
+from cortexm.pte.tensors import DTYPES, to_raw
 
 # Inputs of a microcontroller model are small; a text header is ~10 B per value.
 MAX_INPUT_FILE = 256 << 20

@@ -31,7 +31,7 @@ from cortexm.pte import load
 from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.base.targets import Core
 from cortexm.base.targets import core as core_named
-from cortexm.testing.compare import DTYPES, OutputDiff, compare, reference_outputs, to_logical
+from cortexm.pte.tensors import DTYPES, OutputDiff, compare, reference_outputs, to_logical
 
 # Bytes of a non-tensor input or output as the runner reads and writes it.
 _SCALARS = {bool: (1, np.bool_), int: (8, np.int64), float: (8, np.float64)}

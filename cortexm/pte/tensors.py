@@ -1,7 +1,10 @@
-"""Comparing simulator outputs with the Python reference, in quantization steps (LSB)."""
+"""A program's tensors as numpy arrays and back (raw bytes in a dim order, the logical shape), their
+digests, and outputs compared with a reference in quantization steps (LSB): what the simulator,
+the lowering and the test app all read and write."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,3 +69,9 @@ def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, 
 def reference_outputs(bundle) -> list[np.ndarray]:
     """The reference outputs a bundle (cortexm.pte.bundle.Bundle) holds, each checked against its manifest."""
     return [logical(bundle.read(e.get("reference")), e) for e in bundle.sidecar["outputs"]]
+
+
+def digests(outputs: list[np.ndarray]) -> list[str]:
+    """What identifies outputs across cores: shape, dtype and bytes in logical order."""
+    return [hashlib.sha256(f"{a.dtype}{list(a.shape)}".encode() + np.ascontiguousarray(a).tobytes()).hexdigest()
+            for a in (np.asarray(v) for v in outputs)]
