@@ -118,8 +118,9 @@
       checks = forAllSystems (s: s.checks);
 
       # The scope itself (nix/packages.nix): the toolchain, `kernels "cortex-m7"` and its runner,
-      # the Python set, the source trees.
-      legacyPackages = forAllSystems (s: s);
+      # the Python set, the source trees. Without makeScope's `packages` (the scope's function):
+      # Nix looks `.#packages.<system>` up under legacyPackages.<system> too, and stops there.
+      legacyPackages = forAllSystems (s: removeAttrs s [ "packages" ]);
 
       # The same over another flake's nixpkgs: `cortexmPackages` (that scope) and `cortexm` (the
       # CLI). tests/nix/consumer/flake.nix is an example.

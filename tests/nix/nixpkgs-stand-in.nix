@@ -175,14 +175,18 @@ let
         builtins.attrNames env
       );
       isDrv = x: builtins.isAttrs x && x.type or null == "derivation";
-      # Strings, packages, and lists of them, go into the derivation as nixpkgs passes them.
+      # A source (lib.fileset.toSource and cleanSourceWith give an attribute set with outPath):
+      # nixpkgs passes it as its path, so its content is in the derivation's hash.
+      isSource = x: builtins.isAttrs x && x ? outPath;
+      # Strings, packages, sources, and lists of them, go into the derivation as nixpkgs passes them.
       passable =
         v:
         builtins.isString v
         || builtins.isBool v
         || builtins.isInt v
         || isDrv v
-        || (builtins.isList v && lib.all (x: x == null || builtins.isString x || isDrv x) v);
+        || isSource v
+        || (builtins.isList v && lib.all (x: x == null || builtins.isString x || isDrv x || isSource x) v);
       attrs = lib.filterAttrs (n: v: !(lib.elem n reserved) && passable v) args;
       real = derivation (
         attrs
