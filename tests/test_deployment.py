@@ -126,7 +126,7 @@ def test_the_floor_falls_with_the_number_of_quantization_stages():
 class _Result:
     def __init__(self, case, core, db, top1, points, status="PASS"):
         self.case, self.core, self.accuracy_db, self.top1 = case, core, db, top1
-        self.accuracy_points, self.status, self.reason = points, status, ""
+        self.accuracy_points, self.status, self.reason, self.failures = points, status, "", []
 
 
 def _points(*dbs):
@@ -146,7 +146,12 @@ def test_a_less_accurate_model_is_degraded_and_the_point_that_lost_it_named():
                                "agrees with the float model 16/16 -> 14/16; first lost at call 1 "
                                "cortex_m::quantized_conv2d (q1: aten.conv2d): the quantized model's own SQNR 41 -> 30.2 dB")
     same = _Result("kws", "cortex-m7", 38.0, "16/16", _points(45.0, 41.0, 40.0))
-    assert accuracy.gate([same], baseline) == [] and same.status == "PASS"
+    assert accuracy.gate([same], baseline) == [] and same.status == "PASS" and same.failures == []
+    # A case that failed another check (its golden, say) keeps that status, and the report keeps
+    # the accuracy it lost: a mutant of the quantizer changes both.
+    failed = _Result("kws", "cortex-m7", 31.5, "14/16", _points(45.0, 30.2, 29.5), status="FAIL")
+    accuracy.gate([failed], baseline)
+    assert failed.status == "FAIL" and [stage for stage, _ in failed.failures] == ["degraded"]
 
 
 def test_a_baseline_that_compares_nothing_fails(tmp_path):

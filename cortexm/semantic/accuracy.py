@@ -200,6 +200,8 @@ def gate(results, baseline: dict, max_drop_db: float = DEFAULT_MAX_DROP_DB) -> l
         if not worse:
             continue
         line = "; ".join(worse) + _blame(old.get("accuracy_points") or [], result.accuracy_points)
+        # Recorded whatever the status: a case that failed another check lost accuracy too.
+        result.failures.append(("degraded", line))
         if result.status in ("PASS", "SLOWER", "FASTER"):
             result.status, result.reason = DEGRADED, line
         changes.append(f"{DEGRADED} {result.case} {result.core}: {line}")

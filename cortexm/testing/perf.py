@@ -66,6 +66,8 @@ def gate(results, baseline: dict, threshold: float) -> list[Change]:
         slower = ratio > 0
         result.perf = (f"{old['instructions']:,} -> {result.instructions:,} instructions ({ratio:+.1%})"
                        f"{_blame(old.get('calls') or [], result.calls, slower)}")
+        if slower:  # recorded whatever the status, as every gate's failure
+            result.failures.append(("slower", result.perf))
         if result.status == "PASS":
             result.status = SLOWER if slower else FASTER
             if slower:
@@ -146,6 +148,7 @@ def program_gate(results, baseline: dict) -> list[Change]:
         dead = (before.get((result.case, result.core)) or {}).get("dead_bytes")
         line = (f"program {old:,} -> {result.pte_bytes:,} B ({result.pte_bytes / old - 1:+.1%}); constant bytes no "
                 f"call reads {dead if dead is not None else '?'} -> {result.dead_bytes}")
+        result.failures.append(("larger", line))
         if result.status in ("PASS", "FASTER"):
             result.status, result.reason = "LARGER", line
         changes.append(Change(f"LARGER {result.case} {result.core}: {line}", True))
