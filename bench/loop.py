@@ -49,9 +49,10 @@ from mutants import default_work, prepare_work  # noqa: E402 - the same working 
 
 PY_EDIT = "backends/cortex_m/passes/aten_to_cortex_m_pass.py"
 CPP_EDIT = "backends/cortex_m/ops/op_quantized_conv2d.cpp"
-COMMENT_EDIT = "comment"  # PY_EDIT with a comment appended
-EDIT = {PY_EDIT: "\n_BENCH_LOOP_EDIT = 1  # bench/loop.py: an edit of the code\n",
-        COMMENT_EDIT: "\n# bench/loop.py: an edit of a comment\n", CPP_EDIT: "\n// bench/loop.py: an edit\n"}
+# step -> (the file it edits, the text appended to it)
+EDITS = {"comment edit": (PY_EDIT, "\n# bench/loop.py: an edit of a comment\n"),
+         "python edit": (PY_EDIT, "\n_BENCH_LOOP_EDIT = 1  # bench/loop.py: an edit of the code\n"),
+         "c++ edit": (CPP_EDIT, "\n// bench/loop.py: an edit\n")}
 
 
 class Version:
@@ -91,11 +92,12 @@ class Version:
 
 
 @contextlib.contextmanager
-def edited(work: Path, edit: str):
-    """WORK with `edit`'s text appended to its file, restored after."""
-    path = work / (PY_EDIT if edit == COMMENT_EDIT else edit)
+def edited(work: Path, step: str):
+    """WORK with the text of `step` (EDITS) appended to its file, restored after."""
+    rel, text = EDITS[step]
+    path = work / rel
     before = path.read_bytes()
-    path.write_bytes(before + EDIT[edit].encode())
+    path.write_bytes(before + text.encode())
     try:
         yield
     finally:
@@ -129,20 +131,19 @@ def main() -> None:
                                       env={**os.environ, "CORTEXM_BUILD_CACHE": str(v.builds)}, capture_output=True)
                 if done.returncode != 0:
                     sys.exit(f"bench: building the {core} runner for {v.label} failed: {done.stderr.decode()[-300:]}")
-            steps = [("cold", None, test, True), ("warm", None, test, False),
-                     ("comment edit", COMMENT_EDIT, test, False), ("python edit", PY_EDIT, test, False),
-                     ("c++ edit", CPP_EDIT, test, False),
-                     ("all cores", None, ["test", "--executorch-src", str(work), "--all-cores", "--sim", "none",
-                                          *(["-k", args.pattern] if args.pattern else [])], True)]
+            steps = [("cold", test, True), ("warm", test, False),
+                     *((name, test, False) for name in EDITS),
+                     ("all cores", ["test", "--executorch-src", str(work), "--all-cores", "--sim", "none",
+                                    *(["-k", args.pattern] if args.pattern else [])], True)]
             cold = root / f"{v.label}-cold.json"
-            for name, rel, command, fresh in steps:
+            for name, command, fresh in steps:
                 report = root / f"{v.label}-{name.replace(' ', '-')}.json"
-                if v.gates and name in ("warm", "comment edit", "python edit", "c++ edit"):
+                if v.gates and (name == "warm" or name in EDITS):
                     # Nothing the runner executes changed since the cold run: the performance
                     # gate at 0 % must report nothing (SLOWER/FASTER in the statuses if it does).
                     command = [*command, "--baseline", str(cold), "--max-slowdown", "0"]
-                if rel:
-                    with edited(work, rel):
+                if name in EDITS:
+                    with edited(work, name):
                         row = v.run(command, report, fresh)
                 else:
                     row = v.run(command, report, fresh)

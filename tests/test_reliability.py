@@ -135,13 +135,13 @@ def test_damaged_export_cache_entry_is_exported_again(exported):
 
 
 def test_abandoned_temporary_export_folders_are_removed(exported):
-    from cortexm.testing import cache
+    from cortexm.base import entries
 
     folder = exported("relu", "cortex-m7").parent.parent
-    dead = folder / f"{cache.TMP_PREFIX}999999999-abcd"  # no such process
+    dead = folder / f"{entries.TMP_PREFIX}999999999-abcd"  # no such process
     dead.mkdir()
     (dead / "half.pte").write_bytes(b"partial")
-    cache.remove_abandoned(folder)
+    entries.remove_abandoned(folder)
     assert not dead.exists()
 
 

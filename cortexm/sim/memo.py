@@ -18,17 +18,15 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from cortexm.base import manifest
+from cortexm.base import entries
 from cortexm.sim.protocol import SimResult
-from cortexm.sources import cache_dir
+from cortexm.sources import cache_dir, identity
 
 FORMAT = 1
 RESULT = "result.json"
-MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
 OFF = "off"
 
 
@@ -53,13 +51,9 @@ def recall(entry: str, timeout: float) -> tuple[SimResult, list[bytes]] | None:
     """The stored run and its raw outputs, when there is one intact that took less than `timeout`;
     a damaged entry is removed and the run made again."""
     where = root()
-    folder = where / entry if where else None
-    if folder is None or not folder.is_dir():
+    if where is None or entries.intact(where / entry) is None:
         return None
-    written = manifest.read(folder / MANIFEST)
-    if written is None or manifest.damage(folder, written) is not None:
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
+    folder = where / entry
     record = json.loads((folder / RESULT).read_text())
     if record["seconds"] >= timeout:
         return None
@@ -73,8 +67,7 @@ def remember(entry: str, result: SimResult, raw: list[bytes]) -> None:
     if where is None or not result.ok or result.timed_out or (where / entry).is_dir():
         return
     try:
-        where.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=where, prefix=f".tmp-{os.getpid()}-"))
+        tmp = entries.new(where)
     except OSError:
         return
     try:
@@ -82,9 +75,8 @@ def remember(entry: str, result: SimResult, raw: list[bytes]) -> None:
             (tmp / f"out-{k}.bin").write_bytes(data)
         (tmp / RESULT).write_text(json.dumps({"exit_code": result.exit_code, "log": result.log, "command": result.command,
                                               "seconds": result.seconds, "outputs": len(raw)}) + "\n")
-        (tmp / MANIFEST).write_text(json.dumps({manifest.KEY: manifest.of_folder(tmp, skip=MANIFEST)}) + "\n")
-        tmp.rename(where / entry)
-    except OSError:  # a full disk, or another process stored the same run first
+        entries.publish(tmp, where / entry)
+    except OSError:  # a full disk
         pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -101,8 +93,4 @@ def _executable(found: str) -> str:
 
 @lru_cache(maxsize=None)
 def _code() -> str:
-    folder = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for file in sorted(folder.glob("*.py")):
-        digest.update(file.name.encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()
+    return identity.files_digest(Path(__file__).resolve().parent)

@@ -24,8 +24,7 @@ from cortexm.pte.sidecar import read_sidecar
 from cortexm.base.targets import Core
 from cortexm.testing import crosscore, shards
 from cortexm.testing.crosscore import CrossCore
-from cortexm.pte import tensors
-from cortexm.pte.tensors import compare, reference_outputs
+from cortexm.pte.tensors import compare, digests, reference_outputs
 from cortexm.testing.casefiles import _FILE_CASES, IMPORT_TIMEOUT, _registered_by, load_case_file  # noqa: F401
 from cortexm.testing.exports import export_all
 
@@ -579,7 +578,7 @@ def _explain_cross_core(check: CrossCore, rows: list[CaseResult], case) -> None:
         check.predicted = True
         # A known defect excuses only its own mechanism: the cores must agree once the M55's
         # Helium quantize loop rounds as the scalar one does.
-        agreed = {r.core: r.without_helium or tensors.digests(r.outputs) for r in rows}
+        agreed = {r.core: r.without_helium or digests(r.outputs) for r in rows}
         check.mechanism = ("the cores agree without ExecuTorch's Helium loops" if len({tuple(d) for d in agreed.values()}) == 1
                            else "they disagree without ExecuTorch's Helium loops too")
         line = check.line()

@@ -17,16 +17,14 @@ not installed yet), nor for a missing module, a full disk or memory running out.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm.base import files, imports, locks, manifest
+from cortexm.base import entries, files, imports, locks, manifest
 from cortexm.base.errors import InputsChanged, storage_error
 from cortexm.lowering import backend_source
 from cortexm.sources import cache_dir
@@ -143,7 +141,6 @@ def check_writable() -> None:
 
 
 FAILURE = "export-failed.txt"
-MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
 
 
 def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
@@ -151,13 +148,9 @@ def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
     """The cached .pte for these inputs, the cached one-line failure of its export, or None. An
     entry that is damaged (a file missing, truncated, changed) is removed, with a `note`."""
     folder = root() / key(case, core, layout, case_file)
-    if not folder.is_dir():
-        return None
-    written = manifest.read(folder / MANIFEST)
-    problem = "its manifest is missing or unreadable" if written is None else manifest.damage(folder, written)
-    if problem is not None:
-        (note or (lambda _line: None))(f"note: the cached export of {case} for {core} is damaged ({problem}); exporting it again")
-        shutil.rmtree(folder, ignore_errors=True)
+    written = entries.intact(folder, lambda problem: (note or (lambda _line: None))(
+        f"note: the cached export of {case} for {core} is damaged ({problem}); exporting it again"))
+    if written is None:
         return None
     pte = folder / f"{case}.pte"
     if pte.name in written:
@@ -178,7 +171,7 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write, entr
     final = root() / entry_key
     # One process makes an entry; another that wants it waits, then takes it.
     with locks.waiting(final):
-        written = manifest.read(final / MANIFEST)
+        written = manifest.read(final / entries.MANIFEST)
         if written and f"{case}.pte" in written and manifest.damage(final, written) is None:
             return final / f"{case}.pte"
         return _store(case, core, layout, case_file, write, entry_key, final)
@@ -188,9 +181,7 @@ def _store(case: str, core: str, layout: str, case_file: Path | None, write, ent
     from cortexm.base.errors import CortexmError
 
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        remove_abandoned(final.parent)
-        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
+        tmp = entries.new(final.parent)
     except OSError as e:
         raise storage_error(e) or e from None
     try:
@@ -200,10 +191,10 @@ def _store(case: str, core: str, layout: str, case_file: Path | None, write, ent
             if not transient(e):
                 unchanged(entry_key, case, core, layout, case_file)
                 (tmp / FAILURE).write_text(str(e) + "\n")
-                _publish(tmp, final)
+                entries.publish(tmp, final)
             raise
         unchanged(entry_key, case, core, layout, case_file)
-        _publish(tmp, final)
+        entries.publish(tmp, final)
     except OSError as e:
         raise storage_error(e) or e from None
     finally:
@@ -224,36 +215,6 @@ def transient(error: BaseException) -> bool:
             return True
         error = error.__cause__ or error.__context__
     return False
-
-
-TMP_PREFIX = ".tmp-"  # .tmp-PID-XXXX: an entry being written by process PID
-
-
-def remove_abandoned(folder: Path) -> None:
-    """Removes the unfinished entries of processes that are gone (killed mid-export)."""
-    for tmp in folder.glob(f"{TMP_PREFIX}*"):
-        pid = tmp.name[len(TMP_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or not _alive(int(pid)):
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _publish(tmp: Path, final: Path) -> None:
-    manifest_data = {manifest.KEY: manifest.of_folder(tmp, skip=MANIFEST)}
-    (tmp / MANIFEST).write_text(json.dumps(manifest_data, indent=1) + "\n")
-    try:
-        tmp.rename(final)
-    except OSError:  # another process stored the same export first
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --- the quantization stage, shared by every core --------------------------------------------
@@ -281,13 +242,7 @@ def _quantized_key(code: str, case: str, layout: str, case_file: Path | None, fr
 def lookup_quantized(case: str, layout: str, case_file: Path | None = None) -> Path | None:
     """The folder of the cached quantized model, or None; a damaged entry is removed."""
     folder = root() / QUANTIZED / quantized_key(case, layout, case_file)
-    if not folder.is_dir():
-        return None
-    written = manifest.read(folder / MANIFEST)
-    if written is None or manifest.damage(folder, written) is not None:
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
-    return folder
+    return folder if entries.intact(folder) is not None else None
 
 
 def store_quantized(case: str, layout: str, case_file: Path | None, write: Callable[[Path], None]) -> None:
@@ -296,13 +251,11 @@ def store_quantized(case: str, layout: str, case_file: Path | None, write: Calla
     entry_key = quantized_key(case, layout, case_file)
     final = root() / QUANTIZED / entry_key
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        remove_abandoned(final.parent)
-        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
+        tmp = entries.new(final.parent)
         try:
             write(tmp)
             unchanged(entry_key, case, None, layout, case_file)
-            _publish(tmp, final)
+            entries.publish(tmp, final)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -28,8 +28,8 @@ class RunnerSimulator:
         self.name = f"{sim.for_core(core, sim_name, fvp).name} {runner.board}"
         # Where a known defect's files are looked up: the trees this runner was built from.
         self.locators = {component: (lambda rel, root=root: root / rel) for component, root in runner.trees().items()}
-        # Simulator runs so far, and runs answered from cortexm.sim.memo (the test app runs them on threads).
-        self.boots, self.remembered, self._lock = 0, 0, threading.Lock()
+        # Simulator runs so far, not counting those cortexm.sim.memo answered (the test app runs them on threads).
+        self.boots, self._lock = 0, threading.Lock()
 
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome:
         from cortexm.firmware import model_ops
@@ -53,10 +53,8 @@ class RunnerSimulator:
                           remembered=result.sim_result.remembered)
 
     def _count(self, remembered: bool) -> None:
-        with self._lock:
-            if remembered:
-                self.remembered += 1
-            else:
+        if not remembered:
+            with self._lock:
                 self.boots += 1
 
     def memory_args(self, fill: int) -> tuple[str, ...]:
