@@ -90,8 +90,10 @@ def shellcheck_findings(root: Path) -> list[str]:
 
 def _copy_ci(tmp_path: Path) -> Path:
     copy = tmp_path / "repo"
-    shutil.copytree(in_checkout(".github"), copy / ".github")
-    shutil.copytree(in_checkout(".ci"), copy / ".ci")
+    in_checkout(".github", "workflows", "ci.yml")
+    in_checkout(".ci", "run")
+    shutil.copytree(REPO / ".github", copy / ".github")
+    shutil.copytree(REPO / ".ci", copy / ".ci")
     return copy
 
 
