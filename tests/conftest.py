@@ -30,13 +30,28 @@ backend_source.activate(None)
 backend_source.portable_float()
 
 
+def session_folder(tmp_path_factory, name: str) -> Path:
+    """A folder for this test run: shared by the run's pytest-xdist workers (each has a
+    temporary folder of its own below the run's), so a case exported, a program run or a
+    runner built by one worker serves the others. cortexm's caches take concurrent writers
+    (cortexm/base/locks.py); a run without workers gets the same folder of its own."""
+    import os
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / f"shared-{name}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session", autouse=True)
 def export_cache(tmp_path_factory):
     """One export cache and run store for the session: a case lowered or run once serves every
     test (and the commands tests run), without touching the user's cache."""
     patch = pytest.MonkeyPatch()
-    patch.setenv("CORTEXM_EXPORT_CACHE", str(tmp_path_factory.mktemp("exports")))
-    patch.setenv("CORTEXM_RUN_CACHE", str(tmp_path_factory.mktemp("runs")))
+    patch.setenv("CORTEXM_EXPORT_CACHE", str(session_folder(tmp_path_factory, "exports")))
+    patch.setenv("CORTEXM_RUN_CACHE", str(session_folder(tmp_path_factory, "runs")))
     yield
     patch.undo()
 
@@ -100,7 +115,7 @@ def runners(tmp_path_factory):
         pytest.skip(f"firmware tests need: {MISSING}")
     patch = pytest.MonkeyPatch()
     if os.environ.get("CORTEXM_TEST_REUSE_BUILDS") != "1":
-        patch.setenv("CORTEXM_BUILD_CACHE", str(tmp_path_factory.mktemp("builds")))
+        patch.setenv("CORTEXM_BUILD_CACHE", str(session_folder(tmp_path_factory, "builds")))
     built = {name: build_runner(name) for name in ("cortex-m7", "cortex-m55")}
     yield built
     patch.undo()

@@ -15,6 +15,7 @@ import os
 import pytest
 
 import pte_fuzz
+from conftest import session_folder
 
 # Programs judged, and the seed: a run is reproducible, and differs from the script's default.
 COUNT = 240
@@ -43,7 +44,7 @@ def _missing() -> str | None:
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     """(the host runner, its registration as a verify library), built as conftest's `runners`
-    builds: into a fresh cache unless the session already has one or CORTEXM_TEST_REUSE_BUILDS=1."""
+    builds: into the run's build cache unless the session already has one or CORTEXM_TEST_REUSE_BUILDS=1."""
     from cortexm.firmware.build import BUILD_CACHE_ENV
 
     missing = _missing()
@@ -51,7 +52,7 @@ def host(tmp_path_factory):
         pytest.skip(f"the loader check needs the host runner: {missing}")
     patch = pytest.MonkeyPatch()
     if os.environ.get("CORTEXM_TEST_REUSE_BUILDS") != "1" and not os.environ.get(BUILD_CACHE_ENV):
-        patch.setenv(BUILD_CACHE_ENV, str(tmp_path_factory.mktemp("builds")))
+        patch.setenv(BUILD_CACHE_ENV, str(session_folder(tmp_path_factory, "builds")))
     try:
         yield pte_fuzz.host_runner_and_library()
     finally:
