@@ -146,6 +146,32 @@ def test_known_failures_and_user_case_files(cache, tmp_path):
     assert "exporting" not in xfail.stderr  # the failed export is cached too
 
 
+def test_a_rerun_says_which_programs_an_edit_reached(cache, tmp_path):
+    # The case file stands in for any edit a re-export follows (a pass, the quantizer): it is
+    # the key of both its cases, and the edit changes one case's weights only.
+    cases = tmp_path / "edited_cases.py"
+    text = ("import torch\n"
+            "from cortexm.cases import register\n\n"
+            "@register('edited_same', 'a case the edit leaves as it was')\n"
+            "def _():\n"
+            "    torch.manual_seed(0)\n"
+            "    return torch.nn.Linear(8, 4).eval(), (torch.rand(1, 8),)\n\n"
+            "@register('edited_other', 'a case the edit reaches')\n"
+            "def _():\n"
+            "    torch.manual_seed(1)\n"
+            "    return torch.nn.Linear(8, 4).eval(), (torch.rand(1, 8),)\n")
+    cases.write_text(text)
+    first = cortexm_test("--cases", str(cases), "-k", "edited", "-t", "cortex-m7", cache=cache)
+    assert "since an edit" not in first.stdout, first.stdout
+    cases.write_text(text.replace("manual_seed(1)", "manual_seed(2)"))
+    again = cortexm_test("--cases", str(cases), "-k", "edited", "-t", "cortex-m7", "--json", str(tmp_path / "r.json"),
+                         cache=cache)
+    assert ("cortex-m7: of 2 programs exported again since an edit, 1 changed (edited_other) and 1 unchanged by "
+            "the edit") in again.stdout, again.stdout + again.stderr
+    rows = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert {r["case"]: r["edit"] for r in rows} == {"edited_same": "unchanged", "edited_other": "changed"}
+
+
 def test_pytest_fixture(pytester):
     pytester.makepyfile(
         """

@@ -86,6 +86,10 @@ class CaseResult:
     # Its program ran before with this runner and inputs: the run came from cortexm.sim.memo
     # (the program is unchanged by whatever was edited since).
     remembered: bool = False
+    # Exported anew since an edit (cortexm.testing.exports.export_all): "unchanged" when the
+    # program is byte for byte the one this cache made before, "changed" when the edit reached
+    # it, "" when it came from the cache or had no earlier program.
+    edit: str = ""
     memory: str = "-"  # the memory oracle: ok, FAIL, - (not run)
     semantic: str = "-"  # the program against the quantized model (cortexm.semantic): ok, FAIL, - (no model)
     semantic_lsb: float | None = None  # the largest departure of a point from the model, in LSB
@@ -469,7 +473,8 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     selected = select_cases(options)
     pairs = [(c.name, core) for core in options.cores for c in selected]
     t = time.perf_counter()
-    exported = export_all(pairs, options, progress) if pairs else {}
+    edits: dict[tuple[str, str], str] = {}
+    exported = export_all(pairs, options, progress, edits) if pairs else {}
     export_seconds = time.perf_counter() - t
     by_name = {c.name: c for c in selected}
     from cortexm.base import progress as progress_mod
@@ -478,6 +483,7 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     results = _check_all([(by_name[name], core) for name, core in pairs], exported, options, task.advance)
     for result in results:
         result.seconds["export"] = export_seconds / len(pairs)
+        result.edit = edits.get((result.case, result.core), "")
     task.done()
     _count_programs(results, options)
     if any(c.parts for c in selected):

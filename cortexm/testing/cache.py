@@ -261,3 +261,41 @@ def store_quantized(case: str, layout: str, case_file: Path | None, write: Calla
                 shutil.rmtree(tmp, ignore_errors=True)
     except OSError as e:
         raise storage_error(e) or e from None
+
+
+# --- what an edit reached: the last program made for each case ---------------------------------
+
+PROGRAMS = "programs"  # the export cache's folder of the last program's digest per case, core and layout
+
+
+def _program_record(case: str, core: str, layout: str, case_file: Path | None) -> Path:
+    h = hashlib.sha256(f"{case}\0{core}\0{layout}".encode())
+    if case_file is not None:
+        h.update(str(case_file.resolve()).encode())  # where: another file's case of that name is another case
+    return root() / PROGRAMS / h.hexdigest()[:24]
+
+
+def last_program(case: str, core: str, layout: str, case_file: Path | None = None) -> str | None:
+    """The digest of the program this cache last made for the case on the core (None: none yet
+    or unreadable): what a re-export after an edit is compared with."""
+    try:
+        text = _program_record(case, core, layout, case_file).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else None
+
+
+def remember_program(case: str, core: str, layout: str, case_file: Path | None, pte: Path,
+                     last: str | None = None) -> str:
+    """Records `pte` as the last program made for the case on the core (`last`: the record's
+    digest now, which needs no writing again); returns its digest."""
+    digest = manifest.sha256(pte)
+    if digest == last:
+        return digest
+    record = _program_record(case, core, layout, case_file)
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        manifest.atomic_write(record, (digest + "\n").encode())
+    except OSError as e:
+        raise storage_error(e) or e from None
+    return digest

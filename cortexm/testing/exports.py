@@ -79,8 +79,24 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     return results
 
 
-def export_all(pairs: list[tuple[str, Core]], options, progress: Callable[[str], None]) -> dict[tuple[str, str], Path | str]:
-    """(case, core) -> cached .pte path, or the one-line error of its export."""
+def export_all(pairs: list[tuple[str, Core]], options, progress: Callable[[str], None],
+               edits: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], Path | str]:
+    """(case, core) -> cached .pte path, or the one-line error of its export. `edits`, when
+    given, gets (case, core) -> "unchanged" or "changed" for each program exported anew that
+    this cache had made before: whether an edit since (of a pass, of the quantizer) reached it."""
+    results, anew = _export_all(pairs, options, progress)
+    for (case, core), exported in results.items():
+        if isinstance(exported, Path):
+            previous = cache.last_program(case, core, options.layout, _case_file(case))
+            now = cache.remember_program(case, core, options.layout, _case_file(case), exported, previous)
+            if edits is not None and previous is not None and (case, core) in anew:
+                edits[(case, core)] = "unchanged" if now == previous else "changed"
+    return results
+
+
+def _export_all(pairs: list[tuple[str, Core]], options,
+                progress: Callable[[str], None]) -> tuple[dict[tuple[str, str], Path | str], set[tuple[str, str]]]:
+    """export_all's results, and the pairs exported now (not found in the cache)."""
     results: dict[tuple[str, str], Path | str] = {}
     todo = []
     for case, core in pairs:
@@ -89,8 +105,9 @@ def export_all(pairs: list[tuple[str, Core]], options, progress: Callable[[str],
             results[(case, core.name)] = hit
         else:
             todo.append((case, core))
+    anew = {(case, core.name) for case, core in todo}
     if not todo:
-        return results
+        return results, anew
     cache.check_writable()  # a full or read-only cache: one line now, not a failure per case
     from cortexm.base import progress as progress_mod
 
@@ -106,7 +123,7 @@ def export_all(pairs: list[tuple[str, Core]], options, progress: Callable[[str],
             _collect(results, case, cores, lambda: _export_job(case, cores, options.layout, _str(_case_file(case))))
             task.advance(len(cores))
         task.done()
-        return results
+        return results, anew
     from concurrent.futures.process import BrokenProcessPool
 
     pool = _pool(jobs)
@@ -127,7 +144,7 @@ def export_all(pairs: list[tuple[str, Core]], options, progress: Callable[[str],
             future.cancel()
         raise
     task.done()
-    return results
+    return results, anew
 
 
 _POOLS: dict[tuple, ProcessPoolExecutor] = {}

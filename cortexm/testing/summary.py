@@ -29,6 +29,7 @@ def print_summary(results, checks, options, elapsed: float) -> None:
             out.print(f"{core}: {remembered} of {sum(r.sim != '-' for r in rows)} programs ran before, byte for byte, with "
                       "this runner and inputs (unchanged by any edit since): their runs came from the run store "
                       "(CORTEXM_RUN_CACHE=off runs them again)", markup=False)
+        _edit_line(core, rows)
         if isinstance(sim, str):
             out.print(f"{core}: simulator runs skipped: {sim}")
         out.print()
@@ -214,3 +215,18 @@ def print_per_mac(rows) -> None:
           [[core, case, op, f"{macs:,}", f"{cost:,}", f"{ratio:.3f}", f"{share:.1%}" if share else "-"]
            for core, case, op, macs, cost, ratio, share in rows],
           title="instructions per MAC (limit: 0.5 on DSP cores, 0.0625 on the M55)")
+
+
+def _edit_line(core: str, rows) -> None:
+    """Which programs exported again since an edit the edit reached, and which it left byte for
+    byte as they were (a contributor sees where a pass change lands)."""
+    again = [r for r in rows if r.edit]
+    if not again:
+        return
+    changed = [r.case for r in again if r.edit == "changed"]
+    unchanged = len(again) - len(changed)
+    named = ", ".join(changed[:8]) + (f", ... ({len(changed)})" if len(changed) > 8 else "")
+    console().print(f"{core}: of {len(again)} programs exported again since an edit, " + (
+        f"{len(changed)} changed ({named}) and {unchanged} unchanged by the edit" if changed else
+        f"all {unchanged} are unchanged by the edit (byte for byte the programs made before)"), markup=False)
+
