@@ -37,7 +37,7 @@ def run_once(core_name, pattern, jobs, exports, builds, efficiency=False):
     wall, stage seconds, statuses, programs, and with `efficiency` the MAC efficiency rows."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     started = time.perf_counter()
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
     from cortexm.base.targets import core as core_named
     from cortexm.testing import app, cache, simulate
 

@@ -23,7 +23,7 @@ def in_checkout(*parts: str) -> Path:
 
 # In this process the lowering is the installed wheel's, the pinned one the goldens record,
 # whatever ExecuTorch tree is around; commands the tests run choose for themselves.
-from cortexm.lowering import backend_source  # noqa: E402
+from cortexm.sources import backend_source  # noqa: E402
 
 backend_source.activate(None)
 # Before any torch kernel runs here: the lowering's machine-independent float kernels.

@@ -256,7 +256,7 @@ def test_compiles_for_the_uno_q_core(library):
 
 def test_examples_run_on_qemu_m33_and_match_the_python_reference(library, tmp_path):
     from cortexm.pte import load
-    from cortexm.lowering.reference import evaluate, output_scales
+    from cortexm.oracle.reference import evaluate, output_scales
     from cortexm.sim.run import RunError, run_pte
     from cortexm.pte.tensors import compare, logical
 

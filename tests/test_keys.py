@@ -37,7 +37,7 @@ def test_an_edit_of_comments_keeps_the_export_key_and_an_edit_of_code_changes_it
     """The programs carry no source line (an export of conv2d and tiny_kws_dscnn with a comment
     and blank lines before every def and class of the passes and the quantizer gave the same
     .pte bytes), so the lowering's Python counts by its syntax tree."""
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     tree = _tree(tmp_path / "tree")
     (tree / "backends/cortex_m/passes/cortex_m_pass_manager.py").write_text("")

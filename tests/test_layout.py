@@ -105,15 +105,36 @@ def test_ruff_finds_nothing():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# The one import of cortexm.testing from a stage below it: the runner's gcov counters a run
-# leaves are added to the test app's coverage as the run ends (cortexm.sim.run.execute).
-TESTING_FROM_BELOW = {("cortexm.sim.run", "cortexm.testing.coverage")}
-
-
 def test_the_stages_below_the_test_app_do_not_import_it():
     """cortexm.testing sequences the stages: the tensor codec, digests and comparison they share
     live in cortexm.pte.tensors, so the simulator and the lowering run without the test app."""
     graph = import_graph(PACKAGE)
     up = {(m, t) for m, targets in graph.items() for t in targets
           if t.startswith("cortexm.testing") and not m.startswith(("cortexm.testing", "cortexm.cli", "cortexm.__main__"))}
-    assert up == TESTING_FROM_BELOW
+    assert up == set()
+
+
+# The one import that runs back up a stage: with no tree chosen, the lowering's source falls
+# back to the runner's trees, and that builds CMSIS-NN's module (cortexm.firmware.helper).
+RUNS_BACK_UP = {("cortexm.sources.backend_source", "cortexm.firmware.helper")}
+
+
+def test_the_stage_packages_import_only_downward():
+    """Package by package (base, sources, pte, oracle, ..., testing, cli) the imports form no
+    cycle: each stage imports only the stages below it, whatever module starts the import."""
+    graph = import_graph(PACKAGE)
+
+    def package(module: str) -> str:
+        return module.split(".")[1] if "." in module else module
+
+    packages: dict[str, set[str]] = {}
+    for m, targets in graph.items():
+        packages.setdefault(package(m), set()).update(package(t) for t in targets if package(t) != package(m))
+    for targets in list(packages.values()):
+        for t in targets:
+            packages.setdefault(t, set())
+    tangled = {p for component in cycles(packages) for p in component}
+    up = {(m, t) for m, targets in graph.items() for t in targets
+          if package(m) != package(t) and {package(m), package(t)} <= tangled}
+    firmware_to_sources = {(m, t) for m, t in up if package(m) == "firmware" and package(t) == "sources"}
+    assert up - firmware_to_sources == RUNS_BACK_UP

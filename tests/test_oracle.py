@@ -874,7 +874,7 @@ def operators_py():
     """name, case -> operators.py's result (logical layout), as the product runs it."""
     pytest.importorskip("torch")
     pytest.importorskip("executorch")
-    from cortexm.lowering.reference import operators_py as run_operators_py
+    from cortexm.oracle.reference import operators_py as run_operators_py
 
     return lambda name, case: run_operators_py(name, case.args)
 

@@ -12,7 +12,7 @@ from cortexm import sources
 
 from cortexm.sources import nar, pins
 from cortexm.base.errors import CortexmError
-from cortexm.lowering.backend_source import upstream_backend
+from cortexm.sources.backend_source import upstream_backend
 from cortexm.base.targets import CORES, core
 
 

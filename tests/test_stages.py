@@ -29,7 +29,7 @@ def test_a_saved_quantized_model_lowers_to_the_same_bundle(tmp_path):
 @pytest.fixture
 def backend_copy(tmp_path):
     """A tree whose backends/cortex_m is a copy of the installed executorch's."""
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     wheel = backend_source._wheel_backend()  # noqa: SLF001 - the files the lowering reads
     if wheel is None:
@@ -48,7 +48,7 @@ def backend_copy(tmp_path):
     ("passes/cortex_m_pass_manager.py", True),  # it lists the annotation passes
 ])
 def test_only_an_edit_of_what_quantizes_requantizes(backend_copy, edited, quantization_changes):
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     before = (backend_source.quantization_fingerprint(backend_copy), backend_source.fingerprint(backend_copy))
     path = backend_copy / "backends" / "cortex_m" / edited
@@ -60,7 +60,7 @@ def test_only_an_edit_of_what_quantizes_requantizes(backend_copy, edited, quanti
 
 
 def test_an_unreadable_pass_list_makes_every_file_count(backend_copy):
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     manager = backend_copy / "backends" / "cortex_m" / "passes" / "cortex_m_pass_manager.py"
     manager.write_text(manager.read_text().replace("pass_list_transform_for_annotation", "annotation_passes"))

@@ -166,7 +166,7 @@ def default_locators() -> dict[str, Locator]:
     """Where each component's files are when no runner says otherwise: the Python that
     lowers, and the trees a runner would be built from (cortexm.sources)."""
     from cortexm import sources
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     def in_tree(kind: sources.SourceKind) -> Locator:
         root = sources.locate(kind).path

@@ -28,7 +28,7 @@ def cmsis_nn_module():
     """CMSIS-NN's buffer-size helpers: ExecuTorch's bundled build, else the `cmsis_nn` package."""
     import importlib
 
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     backend_source.activate_from_environment()
 

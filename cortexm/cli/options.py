@@ -67,7 +67,7 @@ def lowering_option(fn):
 def choose_lowering(executorch_src: str | None, lowering: str = "tree", cmsis_nn_src: str | None = None,
                      progress=None) -> None:
     """Lower with the trees the runner is built from, or the installed wheel's own Python."""
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     if lowering == "installed":
         backend_source.activate(None)

@@ -49,7 +49,7 @@ def pins(executorch_src: str | None, as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def targets(as_json: bool) -> None:
     """List the cores, their CMSIS-NN backend (as ExecuTorch resolves it) and simulators."""
-    from cortexm.lowering.backend_source import upstream_backend
+    from cortexm.sources.backend_source import upstream_backend
     from cortexm.base.targets import CORES
 
     rows = []
@@ -100,7 +100,7 @@ def sources(executorch_src: str | None, cmsis_nn_src: str | None, fetch: bool, c
         if et.path is not None:
             check = pins.check_cmsis_nn_pin_in_tree(data, et.path)
             click.echo(f"{'':12}{check.what}: {check.detail}")
-        from cortexm.lowering import backend_source
+        from cortexm.sources import backend_source
 
         click.echo(f"{'lowering':12}{backend_source.describe(et.path)}")
     return 0 if all(s.matches for s in found) else EXIT_PROBLEMS

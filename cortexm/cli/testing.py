@@ -32,8 +32,8 @@ from cortexm.testing import shards
 
 def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
     """core -> per-file coverage and core -> value counters per call site, collected and
-    printed (cortexm.testing.coverage)."""
-    from cortexm.testing import coverage
+    printed (cortexm.firmware.coverage)."""
+    from cortexm.firmware import coverage
     from cortexm.report import table
 
     covered, valued, rows = {}, {}, []
@@ -76,7 +76,7 @@ def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
 def _print_values(core: str, sites: list, listed: Path) -> None:
     """A core's value counters in a few lines: the roundings that met a half step, the clamps
     that changed a value in every lane, and the first sites that never did."""
-    from cortexm.testing.coverage import CHOICES
+    from cortexm.firmware.coverage import CHOICES
 
     rounding = [s for s in sites if s.kind == "requantize"]
     choices = [s for s in sites if s.kind in CHOICES]
@@ -157,7 +157,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
     from cortexm.testing import app, perf, simulate
     from cortexm.testing.summary import print_changes, print_per_mac, print_summary
 
@@ -194,7 +194,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
                                                  build=build, timeout=timeout)
         if coverage_dir:
-            from cortexm.testing import coverage
+            from cortexm.firmware import coverage
 
             for simulator in options.simulators.values():
                 if not isinstance(simulator, str):
@@ -295,7 +295,7 @@ def _run_identity(options, sim: str) -> str:
     import dataclasses
     import hashlib
 
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
     from cortexm.testing import app, cache
 
     whole = app.select_cases(dataclasses.replace(options, shard=None))
@@ -327,7 +327,7 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     is in use (--executorch-src), else the installed executorch's.
     """
     from cortexm import sources
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
     from cortexm.report import table
     from cortexm.testing import upstream
 
@@ -421,7 +421,7 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     that `cortexm test --cases FILE` runs.
     """
     from cortexm.cases.space import space
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
     from cortexm.testing import app, cache, simulate
     from cortexm.testing import sweep as sweeps
 

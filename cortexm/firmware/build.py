@@ -49,7 +49,7 @@ class BuildOptions:
     # around one CMSIS-NN function (-Wl,--wrap=...). Their contents are part of the key.
     extra_sources: tuple[str, ...] = ()
     link_options: tuple[str, ...] = ()
-    coverage: bool = False  # gcov counters in the cortex_m kernels and CMSIS-NN (cortexm.testing.coverage)
+    coverage: bool = False  # gcov counters in the cortex_m kernels and CMSIS-NN (cortexm.firmware.coverage)
     value_counters: bool = False  # with coverage on a core: kernels/runner/value_counters.h
 
     def __post_init__(self) -> None:

@@ -26,7 +26,8 @@ from pathlib import Path
 from cortexm.base.errors import CortexmError
 from cortexm.sources import identity
 
-RECORD = "helper.json"
+RECORD = "helper.json"  # cortexm.sources.backend_source reads it (HELPER_RECORD) to name a module's tree
+
 PREBUILT_ENV = "CORTEXM_CMSIS_NN_HELPER"
 
 
@@ -94,12 +95,3 @@ def build_helper(tree: Path, progress=None) -> Path:
         shutil.rmtree(out, ignore_errors=True)
         staging.rename(out)
     return module
-
-
-def origin(module: Path) -> str:
-    """'CMSIS-NN's module built from TREE (identity)', from the record beside it."""
-    try:
-        record = json.loads((Path(module).parent / RECORD).read_text())
-    except (OSError, ValueError):
-        return f"CMSIS-NN's module {module}"
-    return f"CMSIS-NN's module built from {record['tree']} ({record['identity']})"

@@ -2,7 +2,7 @@
 
 What enters: a MODEL (a built-in case, FILE.py:FACTORY; modelsource), a core, and the
 choice of which backends/cortex_m Python lowers (the installed wheel's or an ExecuTorch
-tree's; backend_source). What leaves: the program, its sidecar (inputs, the reference
-outputs of the integer reference, reference.py over cortexm.oracle), and the lowered
+tree's; cortexm.sources.backend_source). What leaves: the program, its sidecar (inputs, the
+reference outputs of the integer reference, cortexm.oracle.reference), and the lowered
 graph as canonical text for golden files (dialect).
 """

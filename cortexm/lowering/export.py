@@ -39,7 +39,7 @@ from cortexm import __version__
 
 from cortexm.base import manifest
 
-from cortexm.lowering import backend_source
+from cortexm.sources import backend_source
 from cortexm.base.errors import CortexmError, StorageError, storage_error
 from cortexm.pte.sidecar import read_sidecar, sidecar_path
 from cortexm.lowering.modelsource import ModelBundle
@@ -468,7 +468,7 @@ def place_solved(quantized: Quantized, edge=None) -> None:
 
     from cortexm.base import targets
     from cortexm.cases import data, solve
-    from cortexm.lowering.reference import evaluate
+    from cortexm.oracle.reference import evaluate
     from cortexm.oracle.backends import kernels_for
     from cortexm.pte import parse
 
@@ -515,7 +515,7 @@ def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered,
     (instruction, operator, value index, returned value). Where the integer reference
     cannot evaluate the program, ExecuTorch's Python reference of the whole graph stands in
     and the kind says why."""
-    from cortexm.lowering.reference import integer_reference
+    from cortexm.oracle.reference import integer_reference
 
     def record(*call):
         trace.append(call)
@@ -533,7 +533,7 @@ def _reference(pte: bytes, bundle: ModelBundle, core: Core, lowered: Lowered,
 def _without_helium(pte: bytes, bundle: ModelBundle, core: Core) -> list[str] | None:
     """Digests of the integer reference's outputs with the scalar loops in place of
     ExecuTorch's Helium ones (cortexm.oracle.helium), for a core that runs them."""
-    from cortexm.lowering.reference import integer_reference
+    from cortexm.oracle.reference import integer_reference
     from cortexm.oracle.backends import kernels_for
     from cortexm.pte.tensors import digests
 

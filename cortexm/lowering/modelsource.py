@@ -65,7 +65,7 @@ def check_spec(spec: str) -> None:
 
 
 def load(spec: str) -> ModelBundle:
-    from cortexm.lowering.backend_source import quiet_lowering_imports
+    from cortexm.sources.backend_source import quiet_lowering_imports
 
     quiet_lowering_imports()
     import torch
@@ -126,7 +126,7 @@ def from_factory(factory, name: str | None = None, qtol: int = 0) -> ModelBundle
     """A bundle from a factory function in the caller's own code (the pytest fixture uses this)."""
     import torch
 
-    from cortexm.lowering.backend_source import quiet_lowering_imports
+    from cortexm.sources.backend_source import quiet_lowering_imports
 
     quiet_lowering_imports()
     name = name or getattr(factory, "__name__", "model")

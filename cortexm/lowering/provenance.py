@@ -14,7 +14,7 @@ import os
 # Frames of the tools, not the model: these packages', and a tree's lowering passes and quantizer
 # wherever the tree is (a call a pass made names no model line; nor then does the sidecar name a
 # pass's line, which a comment edit moves without changing the program:
-# cortexm.lowering.backend_source).
+# cortexm.sources.backend_source).
 _TOOL_FRAMES = (f"{os.sep}torch{os.sep}", f"{os.sep}executorch{os.sep}", f"{os.sep}torchao{os.sep}",
                 f"{os.sep}cortexm{os.sep}lowering{os.sep}", "<eval_with_key>",
                 *(os.sep.join(("", "backends", *part, "")) for part in (("cortex_m", "passes"), ("cortex_m", "quantizer"),

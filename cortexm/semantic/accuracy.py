@@ -57,7 +57,7 @@ def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple])
     """The `accuracy` record (module docstring) of program `pte` over `samples`."""
     import torch
 
-    from cortexm.lowering.reference import integer_reference
+    from cortexm.oracle.reference import integer_reference
 
     signal: list[float] = []
     noise: list[float] = []

@@ -79,7 +79,7 @@ def _op_name(target) -> str:
 def judge_trace(module, float_module, inputs: tuple, trace: list[tuple], outputs: list[np.ndarray],
                 output_indices: list[int], scales: list[float | None], backend: str) -> tuple[dict, list[np.ndarray]]:
     """`compare` for a program whose integer reference recorded `trace` (its calls'
-    (instruction, operator, value index, value), cortexm.lowering.reference.evaluate) on
+    (instruction, operator, value index, value), cortexm.oracle.reference.evaluate) on
     `inputs` (torch tensors), writing output k to value `output_indices[k]`."""
     given = [Call(None, f"input {k}", t.detach().contiguous().numpy()) for k, t in enumerate(inputs)]
     written = {index: Call(n, op, value) for n, op, index, value in trace}

@@ -18,7 +18,7 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
     """(integer reference outputs, semantic record or None when the export saved no model) of
     the program of `bundle` (cortexm.pte.bundle.Bundle). The saved models are read as data
     (cortexm.pte.pt2), each checked against the bundle's manifest first."""
-    from cortexm.lowering.reference import integer_reference
+    from cortexm.oracle.reference import integer_reference
     from cortexm.semantic.model import judge_trace
 
     sidecar = bundle.sidecar
@@ -41,7 +41,7 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
 def _load(bundle, name: str):
     """A model the export saved (torch.export), as a module to run: its bytes checked against
     the bundle's manifest, then as data, then given to torch."""
-    from cortexm.lowering.backend_source import quiet_lowering_imports
+    from cortexm.sources.backend_source import quiet_lowering_imports
     from cortexm.pte import pt2
 
     data = bundle.read(name)

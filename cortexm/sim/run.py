@@ -193,7 +193,7 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
         if entry:
             memo.remember(entry, result, raw)
         if runner.options.coverage and (folder / "coverage.bin").is_file():
-            from cortexm.testing import coverage
+            from cortexm.firmware import coverage
 
             coverage.absorb(runner, (folder / "coverage.bin").read_bytes(), pte)
     finally:

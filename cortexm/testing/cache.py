@@ -6,7 +6,7 @@ layout, the cortexm code that shapes an export (cortexm.lowering, the cases, and
 reference cortexm.oracle, whose outputs are stored with the program), the
 installed torch and ExecuTorch, and the content of every file of the cortex_m
 backend the lowering reads (an ExecuTorch tree's, or the wheel's: see
-cortexm.lowering.backend_source), so a change in a contributor's tree re-exports. A second
+cortexm.sources.backend_source), so a change in a contributor's tree re-exports. A second
 `cortexm test` with nothing changed reads every .pte from here without importing torch.
 
 A failed export is cached only when the lowering itself failed, for a reason the key covers:
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cortexm.base import entries, files, imports, locks, manifest
 from cortexm.base.errors import InputsChanged, storage_error
-from cortexm.lowering import backend_source
+from cortexm.sources import backend_source
 from cortexm.sources import cache_dir
 
 # The export job and what it imports: the lowering, the cases, the integer reference whose
@@ -54,7 +54,7 @@ def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
 @lru_cache(maxsize=None)
 def _quantization_fingerprint(lowering_tree: Path | None) -> str:
     """What a quantized model depends on besides its case: as _code_fingerprint, but of the
-    backend only the files whose code quantizes (cortexm.lowering.quantizer_files), and not
+    backend only the files whose code quantizes (cortexm.sources.quantizer_files), and not
     the CMSIS-NN module (scratch is sized later)."""
     h = _cortexm_and_torch()
     h.update(backend_source.quantization_fingerprint(lowering_tree).encode())

@@ -17,8 +17,8 @@ from cortexm.base import children
 from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
 from cortexm.base.targets import Core
 from cortexm.cases.exhaustive import SCOPE_ENV
-from cortexm.lowering import backend_source
-from cortexm.lowering.backend_source import quiet_lowering_imports
+from cortexm.sources import backend_source
+from cortexm.sources.backend_source import quiet_lowering_imports
 from cortexm.testing import cache
 from cortexm.testing.casefiles import _case_file, load_case_file
 
@@ -30,7 +30,7 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
     the one-line error of that core's export)."""
     from cortexm.base import targets
-    from cortexm.lowering import backend_source, export, modelsource
+    from cortexm.sources import backend_source, export, modelsource
 
     backend_source.activate_from_environment()
     if case_file:
@@ -153,7 +153,7 @@ _POOLS: dict[tuple, ProcessPoolExecutor] = {}
 def _pool(jobs: int) -> ProcessPoolExecutor:
     """Export workers that live as long as this process: a sweep's shrinking or a long test
     session pays for importing torch and ExecuTorch once per worker, not once per batch.
-    A new choice of lowering source (cortexm.lowering.backend_source) gets new workers."""
+    A new choice of lowering source (cortexm.sources.backend_source) gets new workers."""
     import multiprocessing
     import multiprocessing.util
 

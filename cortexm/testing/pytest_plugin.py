@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexm.lowering import backend_source
+from cortexm.sources import backend_source
 
 # A session started by `cortexm upstream-tests` lowers with the Python the command chose: in
 # place before anything (upstream's conftest included) imports the cortex_m backend.

@@ -7,7 +7,7 @@ from cortexm.testing.app import grid_coverage
 
 
 def print_summary(results, checks, options, elapsed: float) -> None:
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     out = console()
     out.print(f"lowered by {backend_source.describe()}", markup=False)

@@ -150,7 +150,7 @@ def write_stats(routing: Routing, xfails: list[dict]) -> None:
 
 def test_folder(executorch_src: Path | None) -> Path:
     """backends/cortex_m/test of the tree whose Python lowers, else of the installed wheel."""
-    from cortexm.lowering import backend_source
+    from cortexm.sources import backend_source
 
     if executorch_src is not None:
         folder = Path(executorch_src) / "backends" / "cortex_m" / "test"

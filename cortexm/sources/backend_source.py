@@ -139,9 +139,11 @@ def choose(executorch_src: str | Path | None = None, cmsis_nn_src: str | Path | 
     return note
 
 
+
 def activate_from_environment() -> None:
     """The source chosen in this process or its parent (export workers are fresh
-    processes); when none was chosen, the trees the runner would be built from."""
+    processes); when none was chosen, the trees the runner would be built from (choose():
+    CMSIS-NN's module is built here when no cache has it)."""
     if ENV not in os.environ:
         choose(None)
         return
@@ -247,8 +249,8 @@ def lowering_content(file: Path) -> bytes:
 
 def quantization_fingerprint(tree: Path | None) -> str:
     """Digest of the backend files whose code decides how a model quantizes
-    (cortexm.lowering.quantizer_files); of all of them when that cannot be told."""
-    from cortexm.lowering.quantizer_files import quantization_files
+    (cortexm.sources.quantizer_files); of all of them when that cannot be told."""
+    from cortexm.sources.quantizer_files import quantization_files
 
     view = _backend_files(tree)
     python = {rel for rel in view if rel.endswith(".py")}
@@ -292,10 +294,19 @@ def describe(tree: Path | None = None, helper: Path | None = None) -> str:
     return f"backends/cortex_m of {tree} ({identify(Path(tree)).describe()}) on {wheel}{sized}"
 
 
-def _helper_origin(helper: Path) -> str:
-    from cortexm.firmware.helper import origin
+# The record cortexm.firmware.helper writes beside each module it builds: the tree it is from.
+HELPER_RECORD = "helper.json"
 
-    return origin(helper)
+
+def _helper_origin(helper: Path) -> str:
+    """'CMSIS-NN's module built from TREE (identity)', from the record beside it."""
+    import json
+
+    try:
+        record = json.loads((Path(helper).parent / HELPER_RECORD).read_text())
+        return f"CMSIS-NN's module built from {record['tree']} ({record['identity']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"CMSIS-NN's module {helper}"
 
 
 def lowering_file(rel: str) -> Path | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cortexm.lowering import backend_source
+from cortexm.sources import backend_source
 from cortexm.base.errors import CortexmError
 from cortexm.pte.program import SCALAR_TYPES
 
@@ -162,7 +162,7 @@ def _call_kernel(kernel, name: str, overload: str, given: list, orders: list, va
 def _program_operators() -> None:
     """Registers the cortex_m operators with their Python implementations (the pass
     manager imports them in the order their module needs), and dim_order_ops."""
-    from cortexm.lowering.backend_source import quiet_lowering_imports
+    from cortexm.sources.backend_source import quiet_lowering_imports
 
     quiet_lowering_imports()
     backend_source.activate_from_environment()
