@@ -16,14 +16,19 @@ builds warm (built once before anything is timed, so the loop's own rebuild is w
   python edit a statement appended to that file (a real change of its code, which changes no
               program), the same command: every case lowered again, and no simulator run for
               a program that came out the same bytes (cortexm.sim.memo)
+  conv edit   the TODO's narrower depthwise rule in that file (a depthwise convolution whose
+              channel multiplier is not 1, or that is dilated, is lowered as a regular one): the
+              programs of those convolutions change and no other; only they are run again, and
+              the report names them (`changed`), every other program `unchanged by the edit`
   c++ edit    a comment appended to ops/op_quantized_conv2d.cpp, the same command (an
               incremental runner rebuild, then every run)
   all cores   `cortexm test --all-cores --sim none` with an empty export cache: the lowering
               for five cores
 
-The warm and edit runs of this cortexm also pass `--baseline` (the cold run's report) with
-`--max-slowdown 0`: no edit changes what the runner executes, so any SLOWER or FASTER among
-their statuses is a false report of the performance gate.
+The warm run and the edits that change no program (all but the conv edit) of this cortexm
+also pass `--baseline` (the cold run's report) with `--max-slowdown 0`: what the runner
+executes is what it executed, so any SLOWER or FASTER among their statuses is a false report
+of the performance gate.
 
 and upstream's flow (`cortexm upstream-tests -t CORE -k test_implementation` on WORK, which
 lowers every program afresh on every run, edit or not) once per core. Out: a table of wall
@@ -49,10 +54,15 @@ from mutants import default_work, prepare_work  # noqa: E402 - the same working 
 
 PY_EDIT = "backends/cortex_m/passes/aten_to_cortex_m_pass.py"
 CPP_EDIT = "backends/cortex_m/ops/op_quantized_conv2d.cpp"
-# step -> (the file it edits, the text appended to it)
-EDITS = {"comment edit": (PY_EDIT, "\n# bench/loop.py: an edit of a comment\n"),
-         "python edit": (PY_EDIT, "\n_BENCH_LOOP_EDIT = 1  # bench/loop.py: an edit of the code\n"),
-         "c++ edit": (CPP_EDIT, "\n// bench/loop.py: an edit\n")}
+# step -> (the file it edits, the text replaced ("": the end of the file), its replacement)
+EDITS = {"comment edit": (PY_EDIT, "", "\n# bench/loop.py: an edit of a comment\n"),
+         "python edit": (PY_EDIT, "", "\n_BENCH_LOOP_EDIT = 1  # bench/loop.py: an edit of the code\n"),
+         "conv edit": (PY_EDIT, "use_depthwise_conv = is_depthwise and (batch_size == 1)\n",
+                       "use_depthwise_conv = is_depthwise and (batch_size == 1) and (\n"
+                       "        (in_channels == out_channels and list(dilation) == [1, 1]) or in_channels == 1)\n"),
+         "c++ edit": (CPP_EDIT, "", "\n// bench/loop.py: an edit\n")}
+# The edits after which the runner executes what it executed in the cold run.
+SAME_PROGRAMS = ("warm", "comment edit", "python edit", "c++ edit")
 
 
 class Version:
@@ -88,16 +98,20 @@ class Version:
         return {"wall": round(wall, 1), "exit": done.returncode, "programs": len(results),
                 "export": round(sum(r.get("seconds", {}).get("export", 0.0) for r in results), 1),
                 "statuses": statuses, "remembered": sum(bool(r.get("remembered")) for r in results),
+                "changed": sum(r.get("edit") == "changed" for r in results),
+                "unchanged": sum(r.get("edit") == "unchanged" for r in results),
                 "last": tail[0][:160]}
 
 
 @contextlib.contextmanager
 def edited(work: Path, step: str):
-    """WORK with the text of `step` (EDITS) appended to its file, restored after."""
-    rel, text = EDITS[step]
+    """WORK with the edit of `step` (EDITS) made, its file restored after."""
+    rel, old, new = EDITS[step]
     path = work / rel
     before = path.read_bytes()
-    path.write_bytes(before + text.encode())
+    if old and before.count(old.encode()) != 1:
+        sys.exit(f"bench: {rel} of this tree does not have the line the {step} replaces: {old.strip()}")
+    path.write_bytes(before.replace(old.encode(), new.encode(), 1) if old else before + new.encode())
     try:
         yield
     finally:
@@ -138,7 +152,7 @@ def main() -> None:
             cold = root / f"{v.label}-cold.json"
             for name, command, fresh in steps:
                 report = root / f"{v.label}-{name.replace(' ', '-')}.json"
-                if v.gates and (name == "warm" or name in EDITS):
+                if v.gates and name in SAME_PROGRAMS:
                     # Nothing the runner executes changed since the cold run: the performance
                     # gate at 0 % must report nothing (SLOWER/FASTER in the statuses if it does).
                     command = [*command, "--baseline", str(cold), "--max-slowdown", "0"]
@@ -171,6 +185,7 @@ def print_row(row: dict) -> None:
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(row.get("statuses", {}).items())) or row.get("last", "")
     print(f"{row['cortexm']:9} {row['step']:22} wall {row['wall']:7.1f} s  export {row.get('export', 0):7.1f} s  "
           f"{row.get('programs', 0):4d} programs  {per:>6} s/program  {row.get('remembered', 0):4d} runs remembered  "
+          f"{row.get('changed', 0):3d} changed / {row.get('unchanged', 0):3d} unchanged by the edit  "
           f"exit {row['exit']}  {statuses}", flush=True)
 
 

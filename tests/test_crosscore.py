@@ -34,7 +34,7 @@ def test_off_by_one_kernel_is_caught_by_the_reference_and_across_cores(runners):
     m7_result = next(r for r in results if r.core == "cortex-m7")
     assert m7_result.max_lsb == 1 and m7_result.mismatches == 1
     assert m7_result.failures == [("compare", "max |diff| 1 LSB > tolerance 0 LSB (1/288 elements differ)")]
-    [check] = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
+    [check] = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})
     assert check.failed
     assert check.line().startswith("FAIL conv2d_1x1: cores disagree [cortex-m7 | cortex-m55]; first at output 0[")
 
@@ -54,7 +54,7 @@ def test_cross_core_groups_and_first_difference():
 def _rows(m7, m55, m55_without_helium):
     rows = [app.CaseResult("q", "cortex-m7", max_lsb=0.0, outputs=m7),
             app.CaseResult("q", "cortex-m55", max_lsb=0.0, outputs=m55, without_helium=m55_without_helium)]
-    [check] = app.cross_core(rows, {})
+    [check] = crosscore.cross_core(rows, {})
     return check
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexm.testing import app, perf
+from cortexm.testing import app, perf, reports
 
 SLOW_DISPATCH = Path(__file__).parent / "firmware_perturbation" / "slow_pointwise_dispatch.c"
 
@@ -22,7 +22,7 @@ def _result(case="c", core="cortex-m7", instructions=1000, calls=None, status="P
 
 
 def _report(*results) -> dict:
-    return json.loads(app.to_json(list(results), [], {"runners": {}}))
+    return json.loads(reports.to_json(list(results), [], {"runners": {}}))
 
 
 def test_a_slowdown_names_the_call_that_grew_and_fails():

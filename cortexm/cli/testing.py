@@ -158,7 +158,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
     from cortexm.sources import backend_source
-    from cortexm.testing import app, perf, simulate
+    from cortexm.testing import app, crosscore, perf, simulate
+    from cortexm.testing import reports as report_files
     from cortexm.testing.summary import print_changes, print_per_mac, print_summary
 
     # Before any work: where the reports go, what the given programs are called, the baseline.
@@ -202,7 +203,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             if any(core.hosted for core in cores):
                 options.sim_jobs = 1  # libgcov merges a hosted run's counters into the files beside the objects
         results = app.run(options, progress=progress)
-    checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
+    checks = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started
     sizes = perf.runner_sizes(options.simulators)
     changes = _gates(results, sizes, earlier, baseline, threshold, max_accuracy_drop) if earlier else []
@@ -222,8 +223,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             "programs": options.programs, "boots": {core: getattr(s, "boots", 0) for core, s in options.simulators.items()}}
     if chosen is not None:
         meta["exhaustive"] = _print_exhaustive(results, chosen, options)
-    outputs.write(reports["--junit"], app.to_junit(results, checks))
-    outputs.write(reports["--json"], app.to_json(results, checks, meta))
+    outputs.write(reports["--junit"], report_files.to_junit(results, checks))
+    outputs.write(reports["--json"], report_files.to_json(results, checks, meta))
     # A simulation that was asked for and did not happen fails the run (--sim none asks for none).
     unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
     failed = any(r.failed for r in results) or any(c.failed for c in checks) or any(c.failed for c in changes)
@@ -422,7 +423,8 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     """
     from cortexm.cases.space import space
     from cortexm.sources import backend_source
-    from cortexm.testing import app, cache, simulate
+    from cortexm.testing import cache, simulate
+    from cortexm.testing import reports as report_files
     from cortexm.testing import sweep as sweeps
 
     space(op)  # an unknown operator fails before anything is built
@@ -446,7 +448,7 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     if report.interrupted and not report.results:
         raise children.Interrupted(report.interrupted)  # nothing finished: nothing to report
     settings = {"op": op, "seed": seed, "count": count}
-    outputs.write(reports["--json"], app.to_json(report.results, report.checks, {
+    outputs.write(reports["--json"], report_files.to_json(report.results, report.checks, {
         "cores": [c.name for c in cores], "sim": sim, "seconds": round(report.seconds, 2), "cortexm": __version__,
         "shard": shards.label(shard), "lowering": backend_source.describe(),
         "run": shards.identity(sweep=settings, cores=[c.name for c in cores], sim=sim, lowering=backend_source.describe(),
@@ -481,7 +483,7 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
     """Join the --json reports of the shards of one run (`test --shard K/N`) into one, as if
     unsharded; exit 1 when any case or cross-core check failed, as `test` does."""
     from cortexm.base import files
-    from cortexm.testing import app
+    from cortexm.testing import reports as report_files
     from cortexm.testing.merge import merge_reports
 
     written = outputs.check({"--json": json_path, "--junit": junit})
@@ -489,8 +491,8 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
     for path in reports:
         loaded.append(files.read_json(path, "JSON report"))
     results, checks, meta = merge_reports(loaded, list(reports))
-    outputs.write(written["--json"], app.to_json(results, checks, meta))
-    outputs.write(written["--junit"], app.to_junit(results, checks))
+    outputs.write(written["--json"], report_files.to_json(results, checks, meta))
+    outputs.write(written["--junit"], report_files.to_junit(results, checks))
     failed = [r for r in results if r.failed] + [c for c in checks if c.failed]
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in results).items()))
     click.echo(f"merged {len(reports)} reports: {len(results)} results ({statuses}); "

@@ -8,7 +8,7 @@ reports do not belong together.
 from __future__ import annotations
 
 from cortexm.base.errors import CortexmError
-from cortexm.testing.app import CaseResult
+from cortexm.testing.results import CaseResult
 from cortexm.testing.crosscore import CrossCore
 
 

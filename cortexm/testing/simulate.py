@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from cortexm.base.errors import CortexmError, StorageError
 from cortexm.base.targets import Core
-from cortexm.testing.app import SimOutcome
+from cortexm.testing.results import SimOutcome
 
 if TYPE_CHECKING:
     from cortexm.firmware import BuildOptions

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cortexm.report import console, table
-from cortexm.testing.app import grid_coverage
+from cortexm.testing.reports import grid_coverage
 
 
 def print_summary(results, checks, options, elapsed: float) -> None:

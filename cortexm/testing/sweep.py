@@ -63,7 +63,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
     (Ctrl-C, a signal), it returns what the finished batches found."""
     import time
 
-    from cortexm.testing import app
+    from cortexm.testing import app, crosscore
 
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +82,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
             part.write_text(case_file(entries, f"{title}, batch {number}"))
             options = app.Options(cores=list(cores), case_files=[part], simulators=simulators, jobs=jobs, shard=shard)
             batch_results = app.run(options, progress)
-            batch_checks = app.cross_core(batch_results, {c.name: c for c in app.select_cases(options)})
+            batch_checks = crosscore.cross_core(batch_results, {c.name: c for c in app.select_cases(options)})
             part.unlink()
             for result in batch_results:
                 result.outputs = []  # checked across cores: not kept
@@ -134,7 +134,7 @@ def _kind(failure: str) -> str:
 def shrink(op: str, params: Params, failure: str, cores, simulators: dict, out_dir: Path, jobs: int,
            progress: Callable[[str], None]) -> Params:
     """The smallest parameters (greedily, one at a time) that still fail the same way."""
-    from cortexm.testing import app
+    from cortexm.testing import app, crosscore
 
     kind, current = _kind(failure), params
     while True:
@@ -146,7 +146,7 @@ def shrink(op: str, params: Params, failure: str, cores, simulators: dict, out_d
             path.write_text(case_file([(name, op, candidate)], "shrinking candidate"))
             options = app.Options(cores=list(cores), case_files=[path], simulators=simulators, jobs=jobs)
             results = app.run(options)
-            checks = app.cross_core(results, {c.name: c for c in app.select_cases(options)})
+            checks = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})
             again = _failure(name, results, checks)
             if again and _kind(again) == kind:
                 progress(f"  smaller and still failing: {candidate}")
