@@ -275,3 +275,34 @@ def test_a_case_file_edited_during_an_export_caches_nothing(tmp_path, monkeypatc
         cache.store("mine", "cortex-m7", "legacy", cases, export_and_edit)
     assert cache.lookup("mine", "cortex-m7", "legacy", cases) is None
     assert not [p for p in cache.root().iterdir() if not p.name.startswith(".")], "an export was cached"
+
+
+def test_one_case_on_one_core_reads_its_program_and_sidecar_once(exported, monkeypatch):
+    """The checks of a case on a core share one Bundle: its program is read and parsed once
+    (verify, what was left in float, dead constants, the manifest's hash of it), its sidecar
+    read once (before, without a simulator: three times and twice; a run added one more parse)."""
+    import builtins
+    import io
+
+    from cortexm.base.targets import core
+    from cortexm.cases import get
+    from cortexm.pte.sidecar import sidecar_path
+    from cortexm.testing import checks
+    from cortexm.testing.results import Options
+
+    pte = exported("conv2d_relu", "cortex-m7")
+    watched = {pte.resolve(): "program", sidecar_path(pte).resolve(): "sidecar"}
+    reads = {"program": 0, "sidecar": 0}
+    real_open = io.open
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, Path)) and Path(file).resolve() in watched:
+            reads[watched[Path(file).resolve()]] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting_open)
+    monkeypatch.setattr(builtins, "open", counting_open)
+    result = checks.check(get("conv2d_relu"), core("cortex-m7"), pte,
+                          Options(cores=[core("cortex-m7")], simulators={"cortex-m7": "--sim none"}))
+    assert result.status == "NOT RUN" and result.verify == "ok", (result.status, result.reason)
+    assert reads == {"program": 1, "sidecar": 1}

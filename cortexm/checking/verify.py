@@ -60,14 +60,15 @@ class Finding:
 
 
 def verify_file(path: Path, library: libs.Library | None, target: Core | None, exporter: libs.Library | None = None,
-                name: str | None = None, lowering: bool = True) -> list[Finding]:
+                name: str | None = None, lowering: bool = True, bundle=None) -> list[Finding]:
     """All findings for one .pte. `exporter` gives argument names (defaults to the installed executorch);
     `name` names the model in the findings (default: the sidecar's name, else the file's stem).
     `target` None: the sidecar's core, else every core of RUNNER_CORES. `lowering`: compute
     operators left in float are findings (FLOAT; the test app judges them as a stage of its own).
-    A file that is not a readable program raises CortexmError (one line)."""
-    program = load(path, check=False)
-    sidecar = read_sidecar(path)
+    A file that is not a readable program raises CortexmError (one line). `bundle`: the
+    program's cortexm.pte.bundle.Bundle, already read (its program and sidecar are not read again)."""
+    program = bundle.program(check=False) if bundle is not None else load(path, check=False)
+    sidecar = bundle.sidecar if bundle is not None else read_sidecar(path)
     name = name or program_name(path, sidecar)
     if target is None and sidecar:
         target = core_named(sidecar["target"])

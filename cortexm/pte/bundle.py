@@ -2,6 +2,7 @@
 
     bundle = Bundle.open(Path("kws.pte"))
     bundle.sidecar                          # the sidecar (a dict), or None
+    bundle.program()                        # the program, read and parsed once for every stage
     raw = bundle.read(entry["reference"])   # bytes, checked against the sidecar's manifest
 
 A bundle may come from elsewhere (a colleague's export, a download). Every file name its
@@ -34,6 +35,43 @@ class Bundle:
     pte: Path
     sidecar: dict | None
     _program_checked: bool = field(default=False, repr=False)
+    _data: bytes | None = field(default=None, repr=False)
+    _program: object = field(default=None, repr=False)
+    _references_checked: bool = field(default=False, repr=False)
+
+    @property
+    def data(self) -> bytes:
+        """The program file's bytes, read once."""
+        if self._data is None:
+            from cortexm.pte.program import MAX_FILE_SIZE
+
+            path = files.regular(self.pte, "program", MAX_FILE_SIZE)
+            try:
+                self._data = path.read_bytes()
+            except OSError as e:
+                raise CortexmError(f"{self.pte}: cannot read ({e.strerror or e})") from None
+        return self._data
+
+    def program(self, check: bool = True):
+        """The program (cortexm.pte.program.Program), parsed once from `data`; with `check`, its
+        references are checked as `cortexm.pte.load` checks them (PteError names the first)."""
+        if self._program is None:
+            from cortexm.pte.read import parse
+
+            try:
+                self._program = parse(self.data, check=False)
+            except CortexmError as e:
+                raise type(e)(f"{self.pte}: {e}") from None
+        if check and not self._references_checked:
+            from cortexm.pte.program import PteError
+            from cortexm.pte.read import check_references
+
+            try:
+                check_references(self._program)
+            except PteError as e:
+                raise PteError(f"{self.pte}: {e}") from None
+            self._references_checked = True
+        return self._program
 
     @classmethod
     def open(cls, pte: str | Path) -> "Bundle":
@@ -78,7 +116,8 @@ class Bundle:
         if self._program_checked:
             return
         listed = written.get(self.pte.name)
-        if not isinstance(listed, dict) or _digest(_bytes(self.pte, self.pte.name, where)) != _expected(listed):
+        _regular(self.pte, self.pte.name, where)
+        if not isinstance(listed, dict) or _digest(self.data) != _expected(listed):
             raise CortexmError(f"{self.pte.name} is not the program {where} was written for (changed since the "
                                "export): its files describe another program; export it again")
         self._program_checked = True
@@ -95,6 +134,11 @@ def _checked(path: Path, listed, where: str) -> bytes:
 
 
 def _bytes(path: Path, name: str, where: str) -> bytes:
+    _regular(path, name, where)
+    return path.read_bytes()
+
+
+def _regular(path: Path, name: str, where: str) -> None:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -102,7 +146,6 @@ def _bytes(path: Path, name: str, where: str) -> bytes:
     if not stat.S_ISREG(info.st_mode):
         raise CortexmError(f"{name}: not a regular file ({where} names it)")
     files.regular(path, "file of a bundle", MAX_FILE)
-    return path.read_bytes()
 
 
 def _digest(data: bytes) -> tuple[int, str]:

@@ -37,8 +37,14 @@ def parse(data: bytes, check: bool = True, file_size: int | None = None) -> Prog
     outside its buffer). Without it those are left for cortexm.pte.loader to report."""
     program = read(data, file_size)
     if check:
-        for plan in program.plans:
-            first = next(iter(loader.reference_problems(plan)), None)
-            if first is not None:
-                raise PteError(f"method {plan.name!r}: {first}")
+        check_references(program)
     return program
+
+
+def check_references(program: Program) -> None:
+    """Raises PteError for the first reference of `program` its readers could trip over (what
+    `parse` checks; a program read without the check is checked later with this)."""
+    for plan in program.plans:
+        first = next(iter(loader.reference_problems(plan)), None)
+        if first is not None:
+            raise PteError(f"method {plan.name!r}: {first}")

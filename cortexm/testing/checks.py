@@ -74,7 +74,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     t = time.perf_counter()
     from cortexm.checking.verify import verify_file
 
-    findings = verify_file(pte, options.library, core, lowering=False)
+    findings = verify_file(pte, options.library, core, lowering=False, bundle=bundle)
     problems = [f for f in findings if f.is_problem]
     result.verify = "ok" if not problems else problems[0].status
     for f in problems:
@@ -112,7 +112,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     outcome = simulator.run(pte, core, extra_args=CALLS)
     result.seconds["run"] = time.perf_counter() - t
     result.instructions, result.remembered = outcome.instructions, outcome.remembered
-    result.calls = call_costs(pte, outcome.calls)
+    result.calls = call_costs(bundle.program().plan(), outcome.calls)
     result.memory_use = _memory_use(outcome.log)
     if outcome.failure:
         result.sim = "FAIL"
@@ -144,10 +144,9 @@ def _check_lowering(case, bundle: Bundle, result: CaseResult) -> None:
     """Every call that is not a cortex_m kernel, and a compute operator left in float as a
     failure of its own unless the case expects it (cortexm.checking.lowering)."""
     from cortexm.checking import lowering
-    from cortexm.pte import load
 
     result.stages.append("lowering")
-    total, lowered, left = lowering.survey(load(bundle.pte).plan(), bundle.sidecar)
+    total, lowered, left = lowering.survey(bundle.program().plan(), bundle.sidecar)
     result.lowered, result.left = [lowered, total], [c.as_dict() for c in left]
     line = lowering.failure_line(left, dict(case.float_ops))
     result.lowering = "ok" if line is None else "FAIL"
@@ -161,10 +160,8 @@ def _check_constants(bundle: Bundle, core: Core, result: CaseResult) -> None:
     """Constant bytes no call reads (cortexm.checking.constants): those a known defect leaves
     are noted with it; any other fails stage `constants`."""
     from cortexm.checking import constants
-    from cortexm.pte import parse
 
-    data = bundle.pte.read_bytes()
-    program = parse(data)
+    data, program = bundle.data, bundle.program()
     found = constants.survey(program, program.plan(), data, bundle.sidecar.get("constants"))
     result.pte_bytes, result.constant_bytes, result.dead_bytes = len(data), found.total, found.dead_bytes
     if not found.dead:
@@ -235,13 +232,9 @@ def _memory_use(log: str) -> dict:
         return {}
 
 
-def call_costs(pte: Path, costs: dict[int, int]) -> list[list]:
-    """[instruction, operator, cost] of every kernel call a run timed (cortexm.sim.protocol)."""
-    if not costs:
-        return []
-    from cortexm.pte import load
-
-    return [[n, op.name, costs[n]] for n, op, _ in load(pte).plan().kernel_calls() if n in costs]
+def call_costs(plan, costs: dict[int, int]) -> list[list]:
+    """[instruction, operator, cost] of every kernel call of `plan` a run timed (cortexm.sim.protocol)."""
+    return [[n, op.name, costs[n]] for n, op, _ in plan.kernel_calls() if n in costs] if costs else []
 
 
 def _check_memory(bundle: Bundle, simulator, core: Core, options: Options, result: CaseResult) -> None:
