@@ -17,6 +17,7 @@
   tosa-tools,
   junitparser,
   pytest,
+  pytest-xdist,
 }:
 let
   project = (lib.importTOML ../pyproject.toml).project;
@@ -67,6 +68,7 @@ buildPythonPackage {
   optional-dependencies.test = [
     junitparser
     pytest
+    pytest-xdist
   ];
 
   postInstall = ''

@@ -351,6 +351,7 @@ let
         "pybind11"
         "pyelftools"
         "pytest"
+        "pytest-xdist"
         "pyyaml"
         "rich"
         "ruamel-yaml"
