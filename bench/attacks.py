@@ -107,7 +107,7 @@ def _unchanged(path: Path, text: str) -> str | None:
 # --- user files ---------------------------------------------------------------------------
 
 @attack("user files", "export over the user's X.pte")
-def _(lab):
+def export_over_the_user_s_x_pte(lab):
     d = lab.folder("own1")
     (d / "X.pte").write_text("mine\n")
     r = lab.cli("export", "relu", "-t", "cortex-m7", "-o", str(d / "X.pte"))
@@ -115,7 +115,7 @@ def _(lab):
 
 
 @attack("user files", "export over the user's X.dialect.txt and X.input-0.bin (no X.json)")
-def _(lab):
+def export_over_the_user_s_x_dialect_txt_and_x_input_0_bin_no_x(lab):
     d = lab.folder("own2")
     for name in ("X.dialect.txt", "X.input-0.bin"):
         (d / name).write_text("mine\n")
@@ -125,7 +125,7 @@ def _(lab):
 
 
 @attack("user files", "run --keep DIR holding the user's program.pte")
-def _(lab):
+def run_keep_dir_holding_the_user_s_program_pte(lab):
     d = lab.folder("own3")
     (d / "program.pte").write_text("mine\n")
     r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d), timeout=600)
@@ -179,7 +179,7 @@ def _damaged_export(lab, damage: Callable[[Path], None], what: str) -> tuple[str
 
 
 @attack("caches", "bit-flipped cached .pte")
-def _(lab):
+def bit_flipped_cached_pte(lab):
     def flip(folder):
         pte = folder / "relu.pte"
         data = bytearray(pte.read_bytes())
@@ -189,7 +189,7 @@ def _(lab):
 
 
 @attack("caches", "truncated cached reference")
-def _(lab):
+def truncated_cached_reference(lab):
     def truncate(folder):
         ref = next(folder.glob("*.reference-0.bin"))
         ref.write_bytes(ref.read_bytes()[:7])
@@ -197,7 +197,7 @@ def _(lab):
 
 
 @attack("caches", "bit-flipped cached sidecar")
-def _(lab):
+def bit_flipped_cached_sidecar(lab):
     def edit(folder):
         sidecar = folder / "relu.json"
         sidecar.write_text(sidecar.read_text().replace('"qtol": 0', '"qtol": 9'))
@@ -205,7 +205,7 @@ def _(lab):
 
 
 @attack("caches", "temporary folder of a killed run")
-def _(lab):
+def temporary_folder_of_a_killed_run(lab):
     first = _test_relu(lab)
     folder = _cache_of_relu(lab)
     if folder is None:
@@ -228,7 +228,7 @@ def _built_m7(lab) -> tuple[Result, Path | None]:
 
 
 @attack("caches", "truncated runner ELF in the build cache")
-def _(lab):
+def truncated_runner_elf_in_the_build_cache(lab):
     r, elf = _built_m7(lab)
     if elf is None:
         return "cortexm build -t cortex-m7", f"no runner to damage (exit {r.rc}: {r.err.strip()[-100:]})"
@@ -242,7 +242,7 @@ def _(lab):
 
 
 @attack("caches", "build.json holding []")
-def _(lab):
+def build_json_holding(lab):
     r, elf = _built_m7(lab)
     if elf is None:
         return "cortexm build -t cortex-m7", f"no runner to damage (exit {r.rc})"
@@ -255,7 +255,7 @@ def _(lab):
 
 
 @attack("caches", "SIGKILLed build leaves its compiler running")
-def _(lab):
+def sigkilled_build_leaves_its_compiler_running(lab):
     env = {"CORTEXM_BUILD_CACHE": str(lab.folder("kill-builds"))}
     process = subprocess.Popen([sys.executable, "-m", "cortexm", "build", "-t", "cortex-m3"], cwd=lab.root,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env})
@@ -275,7 +275,7 @@ def _(lab):
 # --- special files --------------------------------------------------------------------------
 
 @attack("special files", "inspect a FIFO")
-def _(lab):
+def inspect_a_fifo(lab):
     fifo = lab.root / "fifo.pte"
     if not fifo.exists():
         os.mkfifo(fifo)
@@ -283,17 +283,17 @@ def _(lab):
 
 
 @attack("special files", "verify /dev/zero")
-def _(lab):
+def verify_dev_zero(lab):
     return "cortexm verify /dev/zero", lab.cli("verify", "/dev/zero", timeout=20).one_error_line()
 
 
 @attack("special files", "inspect /dev/urandom")
-def _(lab):
+def inspect_dev_urandom(lab):
     return "cortexm inspect /dev/urandom", lab.cli("inspect", "/dev/urandom", timeout=20).one_error_line()
 
 
 @attack("special files", "inspect a 3 GiB file")
-def _(lab):
+def inspect_a_3_gib_file(lab):
     big = lab.root / "big.pte"
     with open(big, "wb") as f:
         f.truncate(3 << 30)  # sparse: costs no disk
@@ -304,14 +304,14 @@ def _(lab):
 
 
 @attack("special files", "run a directory")
-def _(lab):
+def run_a_directory(lab):
     return "cortexm run DIR -t cortex-m7", lab.cli("run", str(lab.folder("adir")), "-t", "cortex-m7").one_error_line("directory")
 
 
 # --- exit 2, not 3 ----------------------------------------------------------------------------
 
 @attack("bad input", "-o somefile/x.pte")
-def _(lab):
+def o_somefile_x_pte(lab):
     (lab.root / "somefile").write_text("mine\n")
     r = lab.cli("export", "relu", "-t", "cortex-m7", "-o", str(lab.root / "somefile" / "x.pte"))
     slow = f"; answered after {r.seconds:.0f} s" if r.seconds > 20 else ""
@@ -319,7 +319,7 @@ def _(lab):
 
 
 @attack("bad input", "a 300-character output name")
-def _(lab):
+def a_300_character_output_name(lab):
     r = lab.cli("export", "relu", "-t", "cortex-m7", "-o", str(lab.root / ("n" * 300 + ".pte")))
     return "cortexm export relu -t cortex-m7 -o nnn...(300).pte", r.one_error_line()
 
@@ -378,7 +378,7 @@ def _kws() -> Path | None:
 
 
 @attack("everyday use", "run upstream's KWS example with its C header input and labels")
-def _(lab):
+def run_upstream_s_kws_example_with_its_c_header_input_and_label(lab):
     kws = _kws()
     if kws is None:
         return "cortexm run KeywordSpotting/model.pte -i mfcc_yes.h", "no ExecuTorch tree with the Arduino example here"
@@ -389,7 +389,7 @@ def _(lab):
 
 
 @attack("everyday use", "run with a .npy input and --save")
-def _(lab):
+def run_with_a_npy_input_and_save(lab):
     import numpy as np
 
     pte = lab.relu()
@@ -406,7 +406,7 @@ def _(lab):
 
 
 @attack("everyday use", "verify without --target or sidecar audits the cores")
-def _(lab):
+def verify_without_target_or_sidecar_audits_the_cores(lab):
     d = lab.folder("bare")
     shutil.copyfile(lab.exported("conv2d"), d / "conv.pte")  # no sidecar: the core it was lowered for is unknown
     r = lab.cli("verify", str(d / "conv.pte"))
@@ -415,14 +415,14 @@ def _(lab):
 
 
 @attack("everyday use", "run a program planned for another core: refused before the build")
-def _(lab):
+def run_a_program_planned_for_another_core_refused_before_the_bu(lab):
     r = lab.cli("run", str(lab.exported("conv2d")), "-t", "cortex-m55", "--executorch-src", str(lab.folder("no-tree")))
     problem = r.one_error_line("scratch", "--no-audit")
     return "cortexm run conv-m7.pte -t cortex-m55", problem + f" ({r.seconds:.0f} s)" if problem else None
 
 
 @attack("everyday use", "model.pte files are named by their folder")
-def _(lab):
+def model_pte_files_are_named_by_their_folder(lab):
     d = lab.folder("kws-small")
     shutil.copyfile(lab.relu(), d / "model.pte")
     r = lab.cli("verify", str(d / "model.pte"), "-t", "cortex-m7")
@@ -430,7 +430,7 @@ def _(lab):
 
 
 @attack("everyday use", "the simulator time limit is an option with its default")
-def _(lab):
+def the_simulator_time_limit_is_an_option_with_its_default(lab):
     helps = [lab.cli(cmd, "--help").out for cmd in ("run", "test", "sweep")]
     return "cortexm run/test/sweep --help", None if all("--timeout" in h and "120" in h for h in helps) else "no --timeout"
 
@@ -461,21 +461,21 @@ def _victim(lab, name: str) -> Path:
 
 
 @attack("ownership", "a sidecar whose manifest names ../notes.txt")
-def _(lab):
+def a_sidecar_whose_manifest_names_notes_txt(lab):
     notes = _victim(lab, "notes.txt")
     problem = _export_beside(lab, "own-dotdot", lambda d: {"written": {"../notes.txt": _entry(notes)}}, [notes])
     return "cortexm export relu -o d/X.pte (d/X.json lists ../notes.txt)", problem
 
 
 @attack("ownership", "a sidecar whose manifest names an absolute path")
-def _(lab):
+def a_sidecar_whose_manifest_names_an_absolute_path(lab):
     notes = _victim(lab, "abs-notes.txt")
     problem = _export_beside(lab, "own-abs", lambda d: {"written": {str(notes): _entry(notes)}}, [notes])
     return "cortexm export relu -o d/X.pte (d/X.json lists /abs/notes.txt)", problem
 
 
 @attack("ownership", "an old-format sidecar naming ../notes.txt as its dialect file")
-def _(lab):
+def an_old_format_sidecar_naming_notes_txt_as_its_dialect_file(lab):
     notes = _victim(lab, "old-notes.txt")
     problem = _export_beside(lab, "own-old", lambda d: {"cortexm": {"format": 1}, "name": "X",
                                                         "dialect": "../old-notes.txt", "inputs": [], "outputs": []}, [notes])
@@ -483,7 +483,7 @@ def _(lab):
 
 
 @attack("ownership", "run --keep DIR --force, then run --keep DIR")
-def _(lab):
+def run_keep_dir_force_then_run_keep_dir(lab):
     d = lab.folder("own-keep")
     (d / "mine.txt").write_text("mine\n")
     first = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--keep", str(d), "--force", timeout=900)
@@ -510,12 +510,12 @@ def _report_over(lab, flag: str, link: bool) -> tuple[str, str | None]:
 
 
 @attack("ownership", "test --junit over the user's file")
-def _(lab):
+def test_junit_over_the_user_s_file(lab):
     return _report_over(lab, "--junit", link=False)
 
 
 @attack("ownership", "test --json through a symlink to the user's file")
-def _(lab):
+def test_json_through_a_symlink_to_the_user_s_file(lab):
     return _report_over(lab, "--json", link=True)
 
 
@@ -529,14 +529,14 @@ def _shard_report(lab, k: int, n: int, pattern: str = "relu") -> Path:
 
 
 @attack("ownership", "report merge --json over the user's file")
-def _(lab):
+def report_merge_json_over_the_user_s_file(lab):
     mine = _victim(lab, "merge-mine.json")
     r = lab.cli("report", "merge", str(_shard_report(lab, 1, 1)), "--json", str(mine))
     return "cortexm report merge r.json --json <the user's file>", _unchanged(mine, "the user's merge-mine.json\n") or r.one_error_line()
 
 
 @attack("ownership", "sweep --out DIR holding the user's sweep-add-0.py")
-def _(lab):
+def sweep_out_dir_holding_the_user_s_sweep_add_0_py(lab):
     d = lab.folder("own-sweep")
     (d / "sweep-add-0.py").write_text("# mine\n")
     r = lab.cli("sweep", "add", "-t", "cortex-m7", "--count", "1", "--out", str(d), timeout=1800,
@@ -545,7 +545,7 @@ def _(lab):
 
 
 @attack("ownership", "a case named ../../escaped")
-def _(lab):
+def a_case_named_escaped(lab):
     cache = lab.folder("esc/deep/exports")
     cases = lab.root / "escaping_cases.py"
     cases.write_text("import torch\nfrom cortexm.cases import register\n\n"
@@ -593,7 +593,7 @@ def _two_runs(lab, folder, body, before, after, fragment) -> str | None:
 
 
 @attack("cache keys", "a case file's helper module changed")
-def _(lab):
+def a_case_file_s_helper_module_changed(lab):
     body = "    import helper\n    return helper.model(), (torch.rand(1, 8) - 0.5,)"
     ok = "import torch\ndef model():\n    return torch.nn.ReLU()\n"
     broken = "def model():\n    raise ValueError('helper v2 is broken')\n"
@@ -730,31 +730,31 @@ def _case_file_verdict(lab, name: str, text: str, *args: str, timeout: float = T
 
 
 @attack("verdicts", "a case file that calls sys.exit(0) at import")
-def _(lab):
+def a_case_file_that_calls_sys_exit_0_at_import(lab):
     r = _case_file_verdict(lab, "exiting_cases.py", "import sys\nsys.exit(0)\n")
     return "cortexm test --cases exiting.py (sys.exit(0) at import)", r.one_error_line("sys.exit")
 
 
 @attack("verdicts", "a case file that loops at import")
-def _(lab):
+def a_case_file_that_loops_at_import(lab):
     r = _case_file_verdict(lab, "looping_cases.py", "while True:\n    pass\n", "--timeout", "10", timeout=90)
     return "cortexm test --cases looping.py --timeout 10 (an endless loop at import)", r.one_error_line("looping_cases.py")
 
 
 @attack("verdicts", "report merge with a shard missing")
-def _(lab):
+def report_merge_with_a_shard_missing(lab):
     r = lab.cli("report", "merge", str(_shard_report(lab, 1, 2)))
     return "cortexm report merge shard-1-of-2.json (shard 2 missing)", r.one_error_line("2/2")
 
 
 @attack("verdicts", "report merge of shards of different runs")
-def _(lab):
+def report_merge_of_shards_of_different_runs(lab):
     r = lab.cli("report", "merge", str(_shard_report(lab, 1, 2)), str(_shard_report(lab, 2, 2, pattern="conv")))
     return "cortexm report merge (test -k relu --shard 1/2) (test -k conv --shard 2/2)", r.one_error_line()
 
 
 @attack("verdicts", "--timeout nan and inf")
-def _(lab):
+def timeout_nan_and_inf(lab):
     for value in ("nan", "inf"):
         r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--timeout", value, timeout=900)
         problem = r.one_error_line("--timeout")
@@ -764,7 +764,7 @@ def _(lab):
 
 
 @attack("verdicts", "a sidecar name with a newline")
-def _(lab):
+def a_sidecar_name_with_a_newline(lab):
     d = lab.folder("forged")
     for f in lab.relu().parent.glob("relu.*"):
         shutil.copyfile(f, d / f.name)
@@ -780,7 +780,7 @@ def _(lab):
 # --- parsers: linear time on any input ------------------------------------------------------
 
 @attack("parsers", "a C header input with a 100 KB line")
-def _(lab):
+def a_c_header_input_with_a_100_kb_line(lab):
     evil = lab.root / "evil.h"
     evil.write_text("a " * 50_000 + "\n")
     r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "-i", str(evil), timeout=60)
@@ -788,7 +788,7 @@ def _(lab):
 
 
 @attack("parsers", "an .ino labels file with a 100 KB line")
-def _(lab):
+def an_ino_labels_file_with_a_100_kb_line(lab):
     evil = lab.root / "evil.ino"
     evil.write_text('const char* kLabels[] = {"a"' + " " * 100_000 + "\n")
     r = lab.cli("run", str(lab.relu()), "-t", "cortex-m7", "--labels", str(evil), timeout=60)
@@ -798,7 +798,7 @@ def _(lab):
 # --- sweeps: bounded memory, partial results kept --------------------------------------------
 
 @attack("sweeps", "sweep --count 100000000")
-def _(lab):
+def sweep_count_100000000(lab):
     import resource
 
     limit = 2 << 30
@@ -824,7 +824,7 @@ def _(lab):
 
 
 @attack("sweeps", "Ctrl-C in a sweep keeps the samples run")
-def _(lab):
+def ctrl_c_in_a_sweep_keeps_the_samples_run(lab):
     report = lab.root / "interrupted-sweep.json"
     report.unlink(missing_ok=True)
     process = subprocess.Popen([sys.executable, "-m", "cortexm", "sweep", "add", "-t", "cortex-m7", "--count", "400",
@@ -881,14 +881,14 @@ def _disk_attack(lab, name, command, run, fragment="", read_only=False, free=0) 
 
 
 @attack("disk full", "the export cache on a full disk")
-def _(lab):
+def the_export_cache_on_a_full_disk(lab):
     return _disk_attack(lab, "full-cache", "CORTEXM_EXPORT_CACHE=<full disk> cortexm test -k relu --sim none",
                         lambda disk: lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none",
                                              timeout=900, env={"CORTEXM_EXPORT_CACHE": str(disk / "exports")}))
 
 
 @attack("disk full", "the export cache on a read-only disk")
-def _(lab):
+def the_export_cache_on_a_read_only_disk(lab):
     return _disk_attack(lab, "ro-cache", "CORTEXM_EXPORT_CACHE=<read-only> cortexm test -k relu --sim none",
                         lambda disk: lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none",
                                              timeout=900, env={"CORTEXM_EXPORT_CACHE": str(disk / "exports")}),
@@ -896,7 +896,7 @@ def _(lab):
 
 
 @attack("disk full", "test --json on a full disk: refused before the run")
-def _(lab):
+def test_json_on_a_full_disk_refused_before_the_run(lab):
     command = "cortexm test -k relu --sim none --json <full disk>/r.json"
     disk = _small_disk(lab, "full-report")
     if disk is None:
@@ -908,7 +908,7 @@ def _(lab):
 
 
 @attack("disk full", "test --json no/such/dir/r.json")
-def _(lab):
+def test_json_no_such_dir_r_json(lab):
     target = lab.root / "no" / "such" / "dir" / "r.json"
     r = lab.cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none", "--json", str(target),
                 timeout=900, env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
@@ -917,7 +917,7 @@ def _(lab):
 
 
 @attack("disk full", "export onto a full disk, then again with space")
-def _(lab):
+def export_onto_a_full_disk_then_again_with_space(lab):
     command = "cortexm export relu -o <disk with 8 KiB free>/X.pte; free the disk; the same again"
     disk = _small_disk(lab, "full-export", free=8 << 10)
     if disk is None:
@@ -930,7 +930,7 @@ def _(lab):
 
 
 @attack("disk full", "a runner build on a full disk")
-def _(lab):
+def a_runner_build_on_a_full_disk(lab):
     return _disk_attack(lab, "full-builds", "CORTEXM_BUILD_CACHE=<full disk> cortexm build -t cortex-m3",
                         lambda disk: lab.cli("build", "-t", "cortex-m3", timeout=900,
                                              env={"CORTEXM_BUILD_CACHE": str(disk / "builds")}))
