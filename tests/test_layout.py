@@ -138,3 +138,19 @@ def test_the_stage_packages_import_only_downward():
           if package(m) != package(t) and {package(m), package(t)} <= tangled}
     firmware_to_sources = {(m, t) for m, t in up if package(m) == "firmware" and package(t) == "sources"}
     assert up - firmware_to_sources == RUNS_BACK_UP
+
+
+def test_every_import_of_cortexm_names_what_exists():
+    """`from cortexm.x import y` inside a function runs only when the function does: each is
+    checked here (a module moved, a name renamed), the package's and the tests'."""
+    import importlib
+
+    missing = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "tests").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("cortexm"):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if not hasattr(module, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
+                        missing.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.module} has no {alias.name}")
+    assert missing == []

@@ -30,7 +30,8 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
     the one-line error of that core's export)."""
     from cortexm.base import targets
-    from cortexm.sources import backend_source, export, modelsource
+    from cortexm.lowering import export, modelsource
+    from cortexm.sources import backend_source
 
     backend_source.activate_from_environment()
     if case_file:
