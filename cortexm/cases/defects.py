@@ -35,6 +35,9 @@ class KnownDefect:
     # tree) or "lowering" (the Python that lowers); None: a user's note, always applies.
     component: str | None = None
     # (path in the component's tree, sha256 of versions of that file known to have the defect).
+    # A Python file's versions are listed twice: the sha256 of their bytes, then of their syntax
+    # tree (syntax_sha256), so that a comment or blank line added keeps the defect recognised, as
+    # it keeps the export key (ast.dump's text is that of the Python the digests were taken with).
     files: tuple[tuple[str, tuple[str, ...]], ...] = ()
     stage: str | tuple[str, ...] = "any"  # the stage(s) the failure shows at; "any" for a user's note
     signature: str = ""  # regex the failure line at that stage matches ("": any line)
@@ -51,7 +54,7 @@ class KnownDefect:
         find = locate.get(self.component)
         for path, broken in self.files:
             file = find(path) if find else None
-            if file is None or file_sha256(file) in broken:
+            if file is None or file_sha256(file) in broken or syntax_sha256(file) in broken:
                 return True
         return not self.files
 
@@ -74,6 +77,20 @@ class KnownDefect:
 def file_sha256(path: Path) -> str | None:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+@lru_cache(maxsize=None)
+def syntax_sha256(path: Path) -> str | None:
+    """A Python file's syntax tree, as the export key counts it (None: not Python, or unreadable;
+    read once per process, as file_sha256)."""
+    from cortexm.sources.backend_source import lowering_content
+
+    if Path(path).suffix != ".py":
+        return None
+    try:
+        return hashlib.sha256(lowering_content(Path(path))).hexdigest()
     except OSError:
         return None
 
@@ -113,7 +130,7 @@ EXECUTORCH_MATMUL_CONSTANT = KnownDefect(
     "annotation (AttributeError); in executorch 1.5.1 and main cff6f4dd, no upstream fix yet",
     component="lowering",
     files=(("backends/cortex_m/passes/matmul_to_bmm_pass.py",
-            ("4a67573bc2a75f768924a0c17d087a4e6da5d0de1cfd8b594e33f8b8287cb4f9",)),),  # 1.5.1, cff6f4dd
+            ("4a67573bc2a75f768924a0c17d087a4e6da5d0de1cfd8b594e33f8b8287cb4f9", "5d4ad825a24b6046c8d7715b52b12e833a2b7067fc7446f4801d11270e00de6e",)),),  # 1.5.1, cff6f4dd
     stage="export",
     signature=r"AttributeError: .*to_tensor",
 )
@@ -124,8 +141,8 @@ EXECUTORCH_DIM_ORDER_SIZE_ONE = KnownDefect(
     "non-standard dim order (0,2,1,3); the portable clamp after a quantized_mul on [1,1,1,2] then rejects the "
     "program at execute (pytorch/executorch issue #22520, fix PR #22745 open; reproducible without cortex_m)",
     component="lowering",
-    files=(("exir/tensor.py", ("e75b37d4ffd8adfb55e720808be41f1611bd2fa63a9c8d88fafe87b7eef44b8b",  # 1.5.1
-                               "a9ceeb2c164bb614924d8925a721297f97b997e5b3957c6d7d926cfe65d795df")),),  # cff6f4dd
+    files=(("exir/tensor.py", ("e75b37d4ffd8adfb55e720808be41f1611bd2fa63a9c8d88fafe87b7eef44b8b", "a43f05edcba0c043b7ce919c798cda583f63ba4ff20d69331214167b1d17f3a2",  # 1.5.1
+                               "a9ceeb2c164bb614924d8925a721297f97b997e5b3957c6d7d926cfe65d795df", "53f5a4f2ee755feecd86f0eef87c37256f71190b486b6a40c6680ae6d2aecff7")),),  # cff6f4dd
     stage="run",
     signature=r"dim.order",
 )
@@ -144,8 +161,8 @@ EXECUTORCH_MINMAX_OUTPUT_LAYOUT = KnownDefect(
     "the same class of bug in quantized_conv2d)",
     component="lowering",
     files=(("backends/cortex_m/ops/operators.py",
-            ("7e4835819b317c66307bbed76188ab7339319f60a94510aae883c58ec27c14a5",  # 1.5.1
-             "ddf8384df5a8b2ca3fc38694327ec9cc7a29e110d98c3d7ed1b0771d05aee504")),),  # cff6f4dd
+            ("7e4835819b317c66307bbed76188ab7339319f60a94510aae883c58ec27c14a5", "4c34007e05502509ded45fe4f10b7186a7275325fcf2bec1042a412b1de08ded",  # 1.5.1
+             "ddf8384df5a8b2ca3fc38694327ec9cc7a29e110d98c3d7ed1b0771d05aee504", "9e5425131a92a27626195f58a5e6bd514406977f6285a9c2334af4dc4248326d")),),  # cff6f4dd
     # ExecuTorch's Python reference and the quantized model both see it: the output's dim order
     # is not the model's, and the values read back are not its minimum/maximum.
     # And the float model: the values read back are not its minimum/maximum.
@@ -239,8 +256,8 @@ EXECUTORCH_DEPTHWISE_ONE_CHANNEL_SCRATCH = KnownDefect(
     "tracker shows. Found by the exhaustive scope: conv2d 1 -> 2..9 channels, 1x1, on the M55",
     component="lowering",
     files=(("backends/cortex_m/passes/scratch_buffer_sizes.py",
-            ("06cacfc36779b83cadd23d9daabb8f4c13b07f17fa679c22fa1acc64008decfc",  # 1.5.1
-             "5b75c921e0d8aeca1be9176e8bc02c4838469a414284b040cde744559c78fe87")),),  # cff6f4dd
+            ("06cacfc36779b83cadd23d9daabb8f4c13b07f17fa679c22fa1acc64008decfc", "f08de4a5de74e45b0a52bc551e788b6efb236cccf2c33aee82a0eecb9959121f",  # 1.5.1
+             "5b75c921e0d8aeca1be9176e8bc02c4838469a414284b040cde744559c78fe87", "b1073abd3083b6c9b9545093b70de9df7074ff1c9f6c9b548d2a709025d3c172")),),  # cff6f4dd
     stage="run",
     signature=r"quantized_depthwise_conv2d_out: scratch buffer size incorrect",
     cores=("cortex-m55", "cortex-m85"),
@@ -259,8 +276,8 @@ EXECUTORCH_DEAD_WEIGHTS = KnownDefect(
     "and main cff6f4dd; not reported upstream as far as its issue tracker shows",
     component="lowering",
     files=(("backends/cortex_m/passes/aten_to_cortex_m_pass.py",
-            ("76a98dcbe7667d38a814acc9bd47e560ce23105fabc828a2777649a04ebc7f76",  # 1.5.1
-             "b4f143671769f9399f47ac1953e2acb81a9fb2850dba473a1f737b2e00350e7e")),),  # cff6f4dd
+            ("76a98dcbe7667d38a814acc9bd47e560ce23105fabc828a2777649a04ebc7f76", "05160ba5411ba78b445ad09a4f84dee28a8184912b1dcff46170b011bc7abad6",  # 1.5.1
+             "b4f143671769f9399f47ac1953e2acb81a9fb2850dba473a1f737b2e00350e7e", "8994e25eff9192aa73d33b06f44d9e9821f861dc91fb53139c3b227106197202")),),  # cff6f4dd
     stage="constants",
     # The constants it leaves: the folded weights and their per-channel quantization parameters.
     signature=r"^(_frozen_param|_scale_|_zero_point_)\d+$",
@@ -278,8 +295,8 @@ EXECUTORCH_CONSTANT_MUL = KnownDefect(
     "main cff6f4dd",
     component="lowering",
     files=(("backends/cortex_m/quantizer/pattern_checkers.py",
-            ("13377471e59824ccac6986ad3c0cea60517f02fea0bf5ee39a9decb0567c5d27",  # 1.5.1
-             "f9e830fc07fb3dc2de01c8d5b5581e13dc43e72fda8a755499bbe35415108c78")),),  # cff6f4dd
+            ("13377471e59824ccac6986ad3c0cea60517f02fea0bf5ee39a9decb0567c5d27", "f19cc159574f54507466fa5a369f7aa0dbc442c7b0f604e9f7611c58c13a573e",  # 1.5.1
+             "f9e830fc07fb3dc2de01c8d5b5581e13dc43e72fda8a755499bbe35415108c78", "7d268b66e82da0bedc5c89e2031324288e06f71efe97820b03d4b385fd976ece")),),  # cff6f4dd
     stage="lowering",
     signature=r"aten::mul\.out",
 )
@@ -322,7 +339,7 @@ EXECUTORCH_MODEL_TESTS_LOWER_FOR_M55 = KnownDefect(
     "with no error at all (deep_autoencoder); upstream's FVP is an M55, so this never shows there",
     component="lowering",
     files=(("backends/cortex_m/test/models/test_deep_autoencoder.py",
-            ("a094981dfbbfcb8570d5486f3d01a136ac53a62b32ba5f12a32a1f916b40c6fc",)),),  # 1.5.1, cff6f4dd
+            ("a094981dfbbfcb8570d5486f3d01a136ac53a62b32ba5f12a32a1f916b40c6fc", "9212b6c4336595b40931ae6917c8dd41786f596c8db2f3cae79f279ee2777ed4",)),),  # 1.5.1, cff6f4dd
     stage="upstream-test",
     signature=r"^models/test_\w+::test_implementation_\w+.*(lowered for another CMSIS-NN variant|scratch|"
               r"does not match reference output)",
