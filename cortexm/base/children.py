@@ -131,10 +131,10 @@ def started(command: list[str], **popen_kwargs) -> Iterator[subprocess.Popen]:
 def kill_group(process: subprocess.Popen, grace: float = GRACE) -> None:
     """Stops `process`'s group (it leads one: `started`) and reaps `process`: SIGTERM, then
     SIGKILL for what is left after `grace` seconds."""
-    if process.returncode is None or _group_alive(process.pid):
+    if process.returncode is None or alive(process.pid, group=True):
         _signal_group(process.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and (process.poll() is None or _group_alive(process.pid)):
+        while time.monotonic() < deadline and (process.poll() is None or alive(process.pid, group=True)):
             time.sleep(0.02)
         _signal_group(process.pid, signal.SIGKILL)
     process.wait()
@@ -145,9 +145,11 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _group_alive(pgid: int) -> bool:
+def alive(pid: int, group: bool = False) -> bool:
+    """Whether process `pid` (with `group`: any process of group `pid`) still exists; one of
+    another user's counts."""
     try:
-        os.killpg(pgid, 0)
+        (os.killpg if group else os.kill)(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -169,7 +171,7 @@ def run(command: list[str], timeout: float | None = None, input: bytes | str | N
         try:
             out, err = process.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
-            if process.poll() is not None and not _group_alive(process.pid):
+            if process.poll() is not None and not alive(process.pid, group=True):
                 out, err = process.communicate()
                 return subprocess.CompletedProcess(command, process.returncode, out, err)
             kill_group(process)

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from cortexm.base import manifest
+from cortexm.base import children, manifest
 
 MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
 TMP_PREFIX = ".tmp-"  # .tmp-PID-XXXX: an entry being written by process PID
@@ -57,15 +57,6 @@ def remove_abandoned(folder: Path) -> None:
     """Removes the unfinished entries of processes that are gone (killed mid-write)."""
     for tmp in folder.glob(f"{TMP_PREFIX}*"):
         pid = tmp.name[len(TMP_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or not _alive(int(pid)):
+        if not pid.isdigit() or not children.alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
