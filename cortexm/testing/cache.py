@@ -287,9 +287,12 @@ def last_program(case: str, core: str, layout: str, case_file: Path | None = Non
 
 def remember_program(case: str, core: str, layout: str, case_file: Path | None, pte: Path,
                      last: str | None = None) -> str:
-    """Records `pte` as the last program made for the case on the core (`last`: the record's
-    digest now, which needs no writing again); returns its digest."""
-    digest = manifest.sha256(pte)
+    """Records `pte` (a cached export) as the last program made for the case on the core
+    (`last`: the record's digest now, which needs no writing again); returns its digest, the one
+    its entry's manifest holds (lookup and store checked the file against it)."""
+    listed = (manifest.read(pte.parent / entries.MANIFEST) or {}).get(pte.name)
+    digest = listed.get("sha256") if isinstance(listed, dict) else None
+    digest = digest if isinstance(digest, str) else manifest.sha256(pte)
     if digest == last:
         return digest
     record = _program_record(case, core, layout, case_file)

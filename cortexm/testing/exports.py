@@ -88,8 +88,9 @@ def export_all(pairs: list[tuple[str, Core]], options, progress: Callable[[str],
     results, anew = _export_all(pairs, options, progress)
     for (case, core), exported in results.items():
         if isinstance(exported, Path):
-            previous = cache.last_program(case, core, options.layout, _case_file(case))
-            now = cache.remember_program(case, core, options.layout, _case_file(case), exported, previous)
+            case_file = _case_file(case)
+            previous = cache.last_program(case, core, options.layout, case_file)
+            now = cache.remember_program(case, core, options.layout, case_file, exported, previous)
             if edits is not None and previous is not None and (case, core) in anew:
                 edits[(case, core)] = "unchanged" if now == previous else "changed"
     return results
