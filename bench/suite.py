@@ -37,14 +37,14 @@ def run_once(core_name, pattern, jobs, exports, builds, efficiency=False):
     wall, stage seconds, statuses, programs, and with `efficiency` the MAC efficiency rows."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     started = time.perf_counter()
-    from cortexm.sources import backend_source
+    from cortexm.lowering import source
     from cortexm.base.targets import core as core_named
     from cortexm.testing import app, cache, simulate
 
     core = core_named(core_name)
     options = app.Options(cores=[core], pattern=pattern, goldens=app.default_goldens(), jobs=jobs)
     # As `cortexm test` does first: the lowering's trees, CMSIS-NN's buffer-size helper.
-    backend_source.choose(None)
+    source.choose(None)
     options.simulators = simulate.simulators([core], "qemu", None, None, progress=lambda _: None)
     build = time.perf_counter() - started
     simulator = options.simulators[core.name]

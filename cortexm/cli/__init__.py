@@ -27,6 +27,12 @@ from cortexm.cli.options import EXIT_BAD_INPUT
 @click.version_option(__version__, prog_name="cortexm")
 def cli() -> None:
     """Export, check, build and run ExecuTorch Cortex-M (CMSIS-NN) models."""
+    from cortexm.lowering import source
+    from cortexm.sources import backend_source
+
+    # A command that lowers or reads the backend without choosing (verify, run, fit, size,
+    # targets) uses the default trees' Python and their CMSIS-NN module, built when first needed.
+    backend_source.choose_by_default(source.choose)
 
 
 cli.add_command(sources.pins)

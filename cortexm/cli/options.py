@@ -67,14 +67,13 @@ def lowering_option(fn):
 def choose_lowering(executorch_src: str | None, lowering: str = "tree", cmsis_nn_src: str | None = None,
                      progress=None) -> None:
     """Lower with the trees the runner is built from, or the installed wheel's own Python."""
+    from cortexm.lowering import source
     from cortexm.sources import backend_source
 
     if lowering == "installed":
         backend_source.activate(None)
         return
-    note = backend_source.choose(executorch_src, cmsis_nn_src, progress)
-    if note:
-        click.echo(f"warning: {note}", err=True)
+    source.choose(executorch_src, cmsis_nn_src, progress)
 
 
 def fetch_missing_trees(executorch_src: str | None, cmsis_nn_src: str | None, offline: bool, progress) -> None:

@@ -165,7 +165,9 @@ def build_runner(
     # tracks files and command lines). Only where the trees and the project are, and the tools,
     # pick the folder: CMake ties a folder to its source, so another checkout of this project
     # (a clone, a worktree) with other content gets a folder of its own.
-    shared = {k: v for k, v in inputs.items() if k not in ("project", "options", "executorch", "cmsis-nn")}
+    # A test's extra sources and link options only add to the runner's link: the folder is shared too.
+    shared = {k: v for k, v in inputs.items()
+              if k not in ("project", "options", "extra_sources", "executorch", "cmsis-nn")}
     shared["coverage"] = options.coverage  # compiled otherwise throughout: a folder of its own
     if options.value_counters:  # so are value counters (absent when off: older folders keep their key)
         shared["value_counters"] = True

@@ -39,6 +39,7 @@ from cortexm import __version__
 
 from cortexm.base import manifest
 
+from cortexm.lowering.source import ensure_chosen
 from cortexm.sources import backend_source
 from cortexm.base.errors import CortexmError, StorageError, storage_error
 from cortexm.pte.sidecar import read_sidecar, sidecar_path
@@ -110,7 +111,7 @@ def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
     if layout not in LAYOUTS:
         raise CortexmError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     backend_source.quiet_lowering_imports()
-    backend_source.activate_from_environment()
+    ensure_chosen()
     import torch
     from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -185,7 +186,7 @@ def load_quantized(folder: Path) -> Quantized:
     from cortexm.pte import pt2
 
     backend_source.quiet_lowering_imports()
-    backend_source.activate_from_environment()
+    ensure_chosen()
 
     folder = Path(folder)
     meta = json.loads((folder / "bundle.json").read_text())
@@ -214,7 +215,7 @@ def lower(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", e
     import copy
 
     quantized = source if isinstance(source, Quantized) else quantize(source, layout)
-    backend_source.activate_from_environment()
+    ensure_chosen()
     from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
     from executorch.backends.cortex_m.target_config import CortexMTargetConfig
 

@@ -114,38 +114,34 @@ def _install() -> None:
                                            Path(helper) if helper else None))
 
 
-def choose(executorch_src: str | Path | None = None, cmsis_nn_src: str | Path | None = None,
-           progress=None) -> Path | None:
-    """Lower with the trees the runner is built from (flag, environment variable, default
-    location; cortexm.sources): the ExecuTorch tree's backends/cortex_m Python, and CMSIS-NN's
-    buffer-size module built from the CMSIS-NN tree; the wheel's own where there is no tree.
-    A CMSIS-NN tree whose module cannot be built stops the lowering (never the wheel's bundled
-    module instead: scratch would be planned by another CMSIS-NN than the runner's). Returns
-    "" (kept for callers that show a note)."""
-    from cortexm import sources
+# What activate_from_environment does in a process that chose nothing: the caller's choice,
+# made on first use (the command line: the runner's trees, cortexm.lowering.source.choose).
+# Set by the caller, never an import here: a lookup compiles nothing.
+_default_choice = None
 
-    tree = sources.locate(sources.EXECUTORCH, executorch_src).path
-    cmsis_nn = sources.locate(sources.CMSIS_NN, cmsis_nn_src).path
-    helper, note = None, ""
-    if cmsis_nn is not None:
-        from cortexm.firmware.helper import build_helper
 
-        try:
-            helper = build_helper(cmsis_nn, progress)
-        except CortexmError as e:
-            raise CortexmError(f"cannot size scratch with the CMSIS-NN at {cmsis_nn}: {e} "
-                               "(--lowering installed lowers with the executorch wheel's own CMSIS-NN module)") from None
-    activate(tree, helper)
-    return note
+def choose_by_default(choice) -> None:
+    """`choice()` (which must call activate) runs when a lowering source is first needed
+    and none was chosen; None forgets it."""
+    global _default_choice
+    _default_choice = choice
 
+
+def chosen() -> bool:
+    """Whether this process (or its parent, for export workers) chose a lowering source."""
+    return ENV in os.environ
 
 
 def activate_from_environment() -> None:
     """The source chosen in this process or its parent (export workers are fresh
-    processes); when none was chosen, the trees the runner would be built from (choose():
-    CMSIS-NN's module is built here when no cache has it)."""
-    if ENV not in os.environ:
-        choose(None)
+    processes); when none was chosen, the caller's default (choose_by_default), or one
+    line saying what to call."""
+    if not chosen():
+        if _default_choice is None:
+            raise CortexmError("no lowering source was chosen in this process: call "
+                               "cortexm.lowering.source.choose() (the trees' Python and their CMSIS-NN module) "
+                               "or cortexm.sources.backend_source.activate(None) (the installed wheel's) first")
+        _default_choice()
         return
     if not any(isinstance(f, _TreeFirst) for f in sys.meta_path):
         _install()

@@ -17,6 +17,7 @@ from cortexm.base import children
 from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
 from cortexm.base.targets import Core
 from cortexm.cases.exhaustive import SCOPE_ENV
+from cortexm.lowering.source import ensure_chosen
 from cortexm.sources import backend_source
 from cortexm.sources.backend_source import quiet_lowering_imports
 from cortexm.testing import cache
@@ -31,9 +32,8 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     the one-line error of that core's export)."""
     from cortexm.base import targets
     from cortexm.lowering import export, modelsource
-    from cortexm.sources import backend_source
 
-    backend_source.activate_from_environment()
+    ensure_chosen()
     if case_file:
         load_case_file(Path(case_file))
     import torch
