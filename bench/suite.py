@@ -103,7 +103,7 @@ def upstream_once(core_name, pattern, exports, builds):
 
 def macs(pte: Path) -> int:
     """Multiply-accumulates of the program's conv, depthwise, transpose-conv and linear calls."""
-    from cortexm.testing.perf import call_macs
+    from cortexm.checking.macs import call_macs
 
     return sum(call_macs(pte).values())
 

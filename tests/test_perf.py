@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cortexm.testing import app, perf, reports
+from cortexm.report import writers as reports
+from cortexm.testing import app, perf
 
 SLOW_DISPATCH = Path(__file__).parent / "firmware_perturbation" / "slow_pointwise_dispatch.c"
 

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-# Stages a failure is reported at (cortexm.testing.app.CaseResult.failures).
+# Stages a failure is reported at (cortexm.report.results.CaseResult.failures).
 STAGES = ("export", "verify", "lowering", "constants", "dialect", "semantic", "accuracy", "run", "memory", "compare", "upstream-reference", "cross-core",
           "upstream-test")
 # Where a component's files are found: component -> (path relative to its tree -> file, or None if unknown).

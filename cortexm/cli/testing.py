@@ -28,6 +28,7 @@ from cortexm.cli.options import (
 )
 from cortexm.report import outputs
 from cortexm.testing import shards
+from cortexm.report.results import Status
 
 
 def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
@@ -159,8 +160,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     from cortexm.firmware import BuildOptions
     from cortexm.sources import backend_source
     from cortexm.testing import app, crosscore, perf, simulate
-    from cortexm.testing import reports as report_files
-    from cortexm.testing.summary import print_changes, print_per_mac, print_summary
+    from cortexm.report import writers as report_files
+    from cortexm.report.summary import print_changes, print_per_mac, print_summary
 
     # Before any work: where the reports go, what the given programs are called, the baseline.
     reports = outputs.check({"--json": json_path, "--junit": junit})
@@ -226,7 +227,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     outputs.write(reports["--junit"], report_files.to_junit(results, checks))
     outputs.write(reports["--json"], report_files.to_json(results, checks, meta))
     # A simulation that was asked for and did not happen fails the run (--sim none asks for none).
-    unsimulated = sim != "none" and any(r.status == "NOT RUN" for r in results)
+    unsimulated = sim != "none" and any(r.status == Status.NOT_RUN for r in results)
     failed = any(r.failed for r in results) or any(c.failed for c in checks) or any(c.failed for c in changes)
     return EXIT_PROBLEMS if failed or unsimulated else 0
 
@@ -272,7 +273,7 @@ def _print_exhaustive(results, chosen: dict, options) -> dict:
     per_core = {}
     for core in dict.fromkeys(r.core for r in results):
         mine = [r for r in results if r.core == core and r.exhaustive]
-        per_core[core] = {"cases": len(mine), "passed": sum(r.status == "PASS" for r in mine),
+        per_core[core] = {"cases": len(mine), "passed": sum(r.status == Status.PASS for r in mine),
                           "programs": options.programs.get(core, 0),
                           "boots": getattr(options.simulators.get(core), "boots", 0)}
     table(["core", "exhaustive cases", "passed", "programs simulated (all cases)", "simulator boots (all cases)"],
@@ -424,7 +425,7 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     from cortexm.cases.space import space
     from cortexm.sources import backend_source
     from cortexm.testing import cache, simulate
-    from cortexm.testing import reports as report_files
+    from cortexm.report import writers as report_files
     from cortexm.testing import sweep as sweeps
 
     space(op)  # an unknown operator fails before anything is built
@@ -483,8 +484,8 @@ def report_merge(reports: tuple[str, ...], json_path: str | None, junit: str | N
     """Join the --json reports of the shards of one run (`test --shard K/N`) into one, as if
     unsharded; exit 1 when any case or cross-core check failed, as `test` does."""
     from cortexm.base import files
-    from cortexm.testing import reports as report_files
-    from cortexm.testing.merge import merge_reports
+    from cortexm.report import writers as report_files
+    from cortexm.report.merge import merge_reports
 
     written = outputs.check({"--json": json_path, "--junit": junit})
     loaded = []

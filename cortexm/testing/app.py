@@ -3,8 +3,9 @@ verify, run on the simulator, compare with the reference, and report.
 
 Stages are plain functions of files; the orchestration here only sequences them: the
 export stage (exports.py, in parallel), the checks of each case on its core (checks.py),
-packed programs split per case (packs.py); one CaseResult per (case, core) (results.py).
-The cross-core check is crosscore.py's, the report files reports.py's.
+packed programs split per case (packs.py); one CaseResult per (case, core) (cortexm.report.results).
+The cross-core check is crosscore.py's; what a run found, its summary and its report files
+are cortexm.report's (results, summary, writers).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from cortexm.testing import shards
 from cortexm.testing.casefiles import _registered_by, load_case_file
 from cortexm.testing.checks import check, given_program
 from cortexm.testing.exports import export_all
-from cortexm.testing.results import CaseResult, Options
+from cortexm.report.results import CaseResult
+from cortexm.testing.results import Options
 
 
 def select_cases(options: Options) -> list[case_registry.Case]:

@@ -18,7 +18,8 @@ from cortexm.lowering import dialect
 from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import read_sidecar
 from cortexm.pte.tensors import compare, reference_outputs
-from cortexm.testing.results import CaseResult, Options
+from cortexm.report.results import CaseResult, Status
+from cortexm.testing.results import Options
 
 # --- the per-case checks --------------------------------------------------------------
 
@@ -30,7 +31,7 @@ def check(case: case_registry.Case, core: Core, exported: Path | str, options: O
     except CortexmError as e:
         _fail(result, result.stages[-1] if result.stages else "export", str(e))
     except Exception as e:  # a bug in cortexm: the run goes on, the report shows it
-        result.status, result.reason = "ERROR", f"internal error {type(e).__name__}: {e}"
+        result.status, result.reason = Status.ERROR, f"internal error {type(e).__name__}: {e}"
         result.details = traceback.format_exc()
     simulator = options.simulators.get(core.name)
     locate = {**defects.default_locators(), **getattr(simulator, "locators", {})}
@@ -41,9 +42,9 @@ def check(case: case_registry.Case, core: Core, exported: Path | str, options: O
 def expect(result: CaseResult, known: tuple) -> None:
     """Turn a failure that known defects explain into XFAIL, a pass they should have
     prevented into XPASS, and any other failure of such a case into a FAIL that says so."""
-    if not known or result.status == "ERROR":
+    if not known or result.status == Status.ERROR:
         return
-    if result.status == "FAIL":
+    if result.status == Status.FAIL:
         unexplained = [(stage, line) for stage, line in result.failures
                        if not any(d.explains(stage, line) for d in known)]
         if unexplained:
@@ -51,10 +52,10 @@ def expect(result: CaseResult, known: tuple) -> None:
             result.reason = f"fails differently from {known[0].name} ({stage}): {line}"
         else:
             explaining = next(d for d in known if d.explains(*result.failures[0]))
-            result.status = "XFAIL"
+            result.status = Status.XFAIL
             result.reason = explaining.reason if explaining.name == explaining.reason else f"{explaining.name}: {explaining.reason}"
-    elif result.status in ("PASS", "NOT RUN") and any(d.observable(set(result.stages)) for d in known):
-        result.status = "XPASS"
+    elif result.status in (Status.PASS, Status.NOT_RUN) and any(d.observable(set(result.stages)) for d in known):
+        result.status = Status.XPASS
         result.reason = (f"expected to fail ({known[0].name}) but passed: the defect looks fixed "
                          "here, update its record in cortexm/cases/defects.py or the case")
 
@@ -102,8 +103,8 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         # What was never simulated is never a pass: it has its own status.
         result.sim = "not run"
         why = f"not simulated: {simulator or 'no simulator'}"
-        if result.status == "PASS":
-            result.status, result.reason = "NOT RUN", why
+        if result.status == Status.PASS:
+            result.status, result.reason = Status.NOT_RUN, why
         else:
             result.details = (result.details + "\n" + why).strip()
         return
@@ -296,7 +297,7 @@ def _check_upstream_reference(sidecar: dict, result: CaseResult) -> None:
 
 
 def _fail(result: CaseResult, stage: str, reason: str, details: str = "") -> None:
-    result.status = "FAIL"
+    result.status = Status.FAIL
     result.failures.append((stage, reason))
     if not result.reason:
         result.reason = reason

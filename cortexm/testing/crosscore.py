@@ -11,46 +11,18 @@ Python reference. A case that differs by design says so (`Case.cross_core`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cortexm.cases import defects
 from cortexm.pte.tensors import digests
+from cortexm.report.results import CrossCore
+from cortexm.report.results import Status
 
 if TYPE_CHECKING:
     from cortexm import cases as case_registry
-    from cortexm.testing.results import CaseResult
-
-
-@dataclass
-class CrossCore:
-    case: str
-    cores: list[str]  # cores whose run succeeded and were compared
-    groups: list[list[str]] = field(default_factory=list)  # cores with identical outputs
-    first_difference: str = ""  # "output 0[0, 3, 1, 2]: cortex-m7 12, cortex-m55 13"
-    expected: str = ""  # why a difference is by design, or the known defect that explains it
-    # The cores disagree, but each computes what its own integer reference predicts.
-    predicted: bool = False
-    mechanism: str = ""  # whether a known mechanism (ExecuTorch's Helium loops) accounts for it
-
-    @property
-    def agree(self) -> bool:
-        return len(self.groups) <= 1
-
-    @property
-    def failed(self) -> bool:
-        return not self.agree and not self.expected
-
-    def line(self) -> str:
-        if self.agree:
-            return f"OK {self.case}: {', '.join(self.cores)} bit-identical"
-        split = " | ".join(", ".join(g) for g in self.groups)
-        tail = f" (expected: {self.expected})" if self.expected else (
-            f" (each core as its own integer reference predicts: the variants compute differently; {self.mechanism})"
-            if self.predicted else "")
-        return f"{'DIFF' if self.expected else 'FAIL'} {self.case}: cores disagree [{split}]; first at {self.first_difference}{tail}"
+    from cortexm.report.results import CaseResult
 
 
 def check(case: str, outputs: dict[str, list[np.ndarray]], expected: str = "") -> CrossCore:
@@ -118,5 +90,5 @@ def _explain_cross_core(check: CrossCore, rows: list[CaseResult], case) -> None:
                  if any(d.applies(r.core, locate) for r in rows) and d.explains("cross-core", line)]
         if known:
             check.expected = f"{known[0].name}: {known[0].reason}"
-    elif all(r.status == "XFAIL" for r in off):
+    elif all(r.status == Status.XFAIL for r in off):
         check.expected = "the expected failures of " + ", ".join(f"{r.core} ({r.reason.split(':')[0]})" for r in off)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from cortexm.report.results import Status
 
-SPLITTABLE = ("PASS", "NOT RUN")  # a packed program with any other status is run case by case
+SPLITTABLE = (Status.PASS, Status.NOT_RUN)  # a packed program with any other status is run case by case
 
 
 def passed(result) -> bool:

@@ -17,7 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-SLOWER, FASTER = "SLOWER", "FASTER"
+from cortexm.checking.macs import call_macs
+from cortexm.report.results import Status
+
+SLOWER, FASTER = Status.SLOWER, Status.FASTER
 DEFAULT_THRESHOLD = 0.05
 
 
@@ -68,7 +71,7 @@ def gate(results, baseline: dict, threshold: float) -> list[Change]:
                        f"{_blame(old.get('calls') or [], result.calls, slower)}")
         if slower:  # recorded whatever the status, as every gate's failure
             result.failures.append(("slower", result.perf))
-        if result.status == "PASS":
+        if result.status == Status.PASS:
             result.status = SLOWER if slower else FASTER
             if slower:
                 result.reason = result.perf
@@ -149,8 +152,8 @@ def program_gate(results, baseline: dict) -> list[Change]:
         line = (f"program {old:,} -> {result.pte_bytes:,} B ({result.pte_bytes / old - 1:+.1%}); constant bytes no "
                 f"call reads {dead if dead is not None else '?'} -> {result.dead_bytes}")
         result.failures.append(("larger", line))
-        if result.status in ("PASS", "FASTER"):
-            result.status, result.reason = "LARGER", line
+        if result.status in (Status.PASS, Status.FASTER):
+            result.status, result.reason = Status.LARGER, line
         changes.append(Change(f"LARGER {result.case} {result.core}: {line}", True))
     return changes
 
@@ -165,34 +168,6 @@ def compared(results, baseline: dict) -> int:
 # Instructions per int8 MAC at the core's best multiply-accumulate instruction: two per SMLAD
 # (DSP), sixteen per VMLADAVA (MVE).
 MAC_LIMIT = {"cortex-m4": 1 / 2, "cortex-m7": 1 / 2, "cortex-m33": 1 / 2, "cortex-m55": 1 / 16}
-
-
-def call_macs(pte: Path) -> dict[int, int]:
-    """Instruction index -> multiply-accumulates, for the program's conv, depthwise,
-    transposed-conv and linear calls."""
-    from cortexm.checking import library, scratch
-    from cortexm.pte import load
-
-    plan, found = load(pte).plan(), {}
-    for n, op, call in plan.kernel_calls():
-        name = op.qualified_name
-        names = library.arguments_for(name, len(call.args), library.installed())
-        if names is None:
-            continue
-        a = scratch.named_args(plan, call, list(names))
-        if name == "cortex_m::quantized_conv2d.out":
-            _, kh, kw, cin = a["weight"].sizes
-            found[n] = a["out"].numel * kh * kw * cin
-        elif name == "cortex_m::quantized_depthwise_conv2d.out":
-            _, kh, kw, _ = a["weight"].sizes
-            found[n] = a["out"].numel * kh * kw
-        elif name == "cortex_m::quantized_transpose_conv2d.out":
-            cout, kh, kw, _ = a["weight"].sizes
-            found[n] = a["input"].numel * cout * kh * kw
-        elif name == "cortex_m::quantized_linear.out":
-            _, fin = a["weights"].sizes
-            found[n] = a["out"].numel * fin
-    return found
 
 
 def per_mac(results) -> list[list]:

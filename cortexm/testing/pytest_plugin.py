@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from cortexm.sources import backend_source
+from cortexm.report.results import Status
 
 # A session started by `cortexm upstream-tests` lowers with the Python the command chose: in
 # place before anything (upstream's conftest included) imports the cortex_m backend.
@@ -48,7 +49,7 @@ def cortexm_check(tmp_path: Path):
         result = app.check(case, core, pte, options)
         if result.failed:
             pytest.fail(f"{result.status} {result.case} {result.core}: {result.reason}\n{result.details}", pytrace=False)
-        if result.status == "NOT RUN" and sim != "none":
+        if result.status == Status.NOT_RUN and sim != "none":
             # Checked but never run on the core: not a pass (sim="none" asks for no run).
             pytest.skip(f"{result.case} on {result.core}: {result.reason}")
         return result

@@ -1,4 +1,4 @@
-"""Splitting a run over machines (cortexm.testing.merge puts its reports back together).
+"""Splitting a run over machines (cortexm.report.merge puts its reports back together).
 
     shard = parse("2/4")                       # --shard K/N
     mine = [c for c in cases if belongs(c.name, shard)]

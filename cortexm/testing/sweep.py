@@ -24,6 +24,7 @@ from typing import Callable
 
 from cortexm.cases.space import Params, case_file, registrations, samples, smaller
 from cortexm.testing import shards
+from cortexm.report.results import Status
 
 BATCH = 16  # samples exported and run at once
 
@@ -100,7 +101,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
     with contextlib.suppress(OSError):
         (out_dir / ".batches").rmdir()  # empty once every batch ran
     seconds = time.perf_counter() - started
-    expected = sum(r.status == "XFAIL" for r in results)
+    expected = sum(r.status == Status.XFAIL for r in results)
     for finding in findings[:0 if interrupted else shrink_limit]:
         progress(f"shrinking {finding.sample}: {finding.failure}")
         finding.shrunk = shrink(op, finding.params, finding.failure, cores, simulators, out_dir, jobs, progress)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cortexm.report import console, table
-from cortexm.testing.reports import grid_coverage
+from cortexm.report.writers import grid_coverage
+from cortexm.report.results import Status
 
 
 def print_summary(results, checks, options, elapsed: float) -> None:
@@ -22,7 +23,7 @@ def print_summary(results, checks, options, elapsed: float) -> None:
               title=f"{core} ({sim_name})")
         _exhaustive_rows([r for r in rows if r.exhaustive], core)
         counts = {s: sum(r.status == s for r in rows)
-                  for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN", "SLOWER", "FASTER", "DEGRADED", "LARGER")}
+                  for s in Status}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
         remembered = sum(r.remembered for r in rows)
         if remembered:
@@ -62,7 +63,7 @@ def print_summary(results, checks, options, elapsed: float) -> None:
             out.print(f"[bold]{r.status} {r.case} {r.core}[/bold]: {r.reason}")
             if r.details:
                 out.print("\n".join("    " + line for line in r.details.splitlines()[:40]), markup=False)
-    not_run = [r for r in results if r.status == "NOT RUN"]
+    not_run = [r for r in results if r.status == Status.NOT_RUN]
     if not_run:
         reasons = dict.fromkeys(r.reason for r in not_run)
         out.print(f"[bold]NOT RUN[/bold]: {len(not_run)} results were checked but never simulated: " + "; ".join(reasons),
@@ -78,7 +79,7 @@ def _deployments(rows, options) -> None:
     from pathlib import Path
 
     from cortexm.report.size import RESERVED, footprint
-    from cortexm.testing.perf import call_macs
+    from cortexm.checking.macs import call_macs
 
     if not rows:
         return
@@ -136,7 +137,7 @@ def _exhaustive_rows(rows, core: str) -> None:
     if not rows:
         return
     ops = list(dict.fromkeys(r.exhaustive for r in rows))
-    statuses = [s for s in ("PASS", "FAIL", "XFAIL", "XPASS", "ERROR", "NOT RUN") if any(r.status == s for r in rows)]
+    statuses = [s for s in list(Status)[:6] if any(r.status == s for r in rows)]  # PASS .. NOT RUN
     table(["operator", "cases", "packed programs", *statuses, "max|diff| LSB", "semantic max LSB"],
           [[op, len(mine := [r for r in rows if r.exhaustive == op]), len({r.pack for r in mine if r.pack}),
             *(sum(r.status == s for r in mine) for s in statuses),

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from cortexm import cases as case_registry
-from cortexm.testing.crosscore import CrossCore
-from cortexm.testing.results import FAILED, CaseResult
+from cortexm.report.results import FAILED, CaseResult, CrossCore, Status
 
 
 def grid_coverage(results: list[CaseResult]) -> dict[str, dict[str, dict[str, bool]]]:
@@ -40,20 +39,20 @@ def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
     for core in dict.fromkeys(r.core for r in results):
         rs = sorted((r for r in results if r.core == core), key=lambda r: r.case)  # shards merge to the same file
         suite = ET.SubElement(suites, "testsuite", name=x(core), tests=str(len(rs)),
-                              failures=str(sum(r.status in FAILED and r.status != "ERROR" for r in rs)),
-                              errors=str(sum(r.status == "ERROR" for r in rs)),
-                              skipped=str(sum(r.status in ("XFAIL", "NOT RUN") for r in rs)),
+                              failures=str(sum(r.status in FAILED and r.status != Status.ERROR for r in rs)),
+                              errors=str(sum(r.status == Status.ERROR for r in rs)),
+                              skipped=str(sum(r.status in (Status.XFAIL, Status.NOT_RUN) for r in rs)),
                               time=f"{sum(sum(r.seconds.values()) for r in rs):.3f}")
         for r in rs:
             tc = ET.SubElement(suite, "testcase", classname=x(f"cortexm.{core}"), name=x(r.case),
                                time=f"{sum(r.seconds.values()):.3f}")
-            if r.status in FAILED and r.status != "ERROR":
+            if r.status in FAILED and r.status != Status.ERROR:
                 ET.SubElement(tc, "failure", message=x(r.reason)).text = x(r.details)
-            elif r.status == "ERROR":
+            elif r.status == Status.ERROR:
                 ET.SubElement(tc, "error", message=x(r.reason)).text = x(r.details)
-            elif r.status == "XFAIL":
+            elif r.status == Status.XFAIL:
                 ET.SubElement(tc, "skipped", message=x(f"expected failure: {r.reason}"))
-            elif r.status == "NOT RUN":
+            elif r.status == Status.NOT_RUN:
                 ET.SubElement(tc, "skipped", message=x(r.reason))
             props = ET.SubElement(tc, "properties")
             for name in ("dialect", "verify", "sim", "memory", "semantic", "semantic_lsb", "max_lsb", "mismatches",

@@ -8,8 +8,7 @@ reports do not belong together.
 from __future__ import annotations
 
 from cortexm.base.errors import CortexmError
-from cortexm.testing.results import CaseResult
-from cortexm.testing.crosscore import CrossCore
+from cortexm.report.results import CaseResult, CrossCore
 
 
 def merge_reports(reports: list[dict], names: list[str] | None = None) -> tuple[list, list, dict]:
