@@ -61,7 +61,7 @@ def exported():
     """exported(case, core, layout="legacy") -> path of the .pte bundle, through the test app's
     export cache; a failed export raises its CortexmError."""
     from cortexm.base import targets
-    from cortexm.lowering import export, modelsource
+    from cortexm.lowering import export, modelsource, writer
     from cortexm.base.errors import CortexmError
     from cortexm.testing import cache
 
@@ -72,7 +72,7 @@ def exported():
         if hit is not None:
             return hit
         return cache.store(case, core, layout, None,
-                           lambda path: export.write(export.export(modelsource.load(case), targets.core(core), layout), path))
+                           lambda path: writer.write(export.export(modelsource.load(case), targets.core(core), layout), path))
 
     return get
 

@@ -390,7 +390,7 @@ def run_corpus(sources: list[tuple[str, Path]], count: int, seed: int, elf: Path
 def _export(case: str, core: str) -> Path:
     """The case's .pte through the test app's export cache (the user's, for this script)."""
     from cortexm.base import targets
-    from cortexm.lowering import export, modelsource
+    from cortexm.lowering import export, modelsource, writer
     from cortexm.base.errors import CortexmError
     from cortexm.testing import cache
 
@@ -398,7 +398,7 @@ def _export(case: str, core: str) -> Path:
     if isinstance(hit, str):
         raise CortexmError(hit)
     return hit or cache.store(case, core, "legacy", None,
-                              lambda path: export.write(export.export(modelsource.load(case), targets.core(core), "legacy"), path))
+                              lambda path: writer.write(export.export(modelsource.load(case), targets.core(core), "legacy"), path))
 
 
 def sources_for(exported, cases=CASES) -> tuple[list[tuple[str, Path]], dict]:

@@ -132,9 +132,9 @@ def test_a_scrambled_layout_is_recognised_as_that_mechanism_only():
 
 
 def test_the_export_writes_both_models_and_the_models_outputs(tmp_path):
-    from cortexm.lowering import export
+    from cortexm.lowering import writer
 
-    written = export.write(_export("add"), tmp_path / "add.pte")
+    written = writer.write(_export("add"), tmp_path / "add.pte")
     names = {p.name for p in written}
     assert {"add.quantized.pt2", "add.float.pt2", "add.model-0.bin"} <= names
     sidecar = json.loads((tmp_path / "add.json").read_text())
@@ -145,13 +145,13 @@ def test_the_export_writes_both_models_and_the_models_outputs(tmp_path):
 def test_custom_inputs_are_judged_by_both_references_on_those_inputs(tmp_path):
     """`cortexm run -i` compares with the references computed for the inputs given, not with
     the sidecar's, which are for the example inputs (cortexm.semantic.program)."""
-    from cortexm.lowering import export
+    from cortexm.lowering import writer
     from cortexm.pte import load
     from cortexm.pte.bundle import Bundle
     from cortexm.semantic.program import references
     from cortexm.pte.tensors import reference_outputs
 
-    export.write(_export("conv2d"), tmp_path / "c.pte")
+    writer.write(_export("conv2d"), tmp_path / "c.pte")
     bundle = Bundle.open(tmp_path / "c.pte")
     plan = load(bundle.pte).plan()
     rng = np.random.default_rng(7)

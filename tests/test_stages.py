@@ -13,11 +13,11 @@ from cortexm.base import targets
 
 
 def test_a_saved_quantized_model_lowers_to_the_same_bundle(tmp_path):
-    from cortexm.lowering import export, modelsource
+    from cortexm.lowering import export, modelsource, quantize
 
-    fresh = export.quantize(modelsource.load("conv2d_relu"))
-    export.save_quantized(fresh, tmp_path)
-    loaded = export.load_quantized(tmp_path)
+    fresh = quantize.quantize(modelsource.load("conv2d_relu"))
+    quantize.save_quantized(fresh, tmp_path)
+    loaded = quantize.load_quantized(tmp_path)
     shared = export.to_edge_program(loaded)
     for core in ("cortex-m7", "cortex-m55"):
         a = export.export(fresh, targets.core(core))

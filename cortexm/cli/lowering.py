@@ -46,6 +46,7 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     from cortexm.base import files
     from cortexm.base.progress import Progress
     from cortexm.lowering import export as exporter
+    from cortexm.lowering import stage, writer
     from cortexm.lowering import modelsource
     from cortexm.pte.sidecar import sidecar_path
 
@@ -54,19 +55,19 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
         out = Path(output)
     else:  # the model's name becomes the file's: a name, not a path (`model.py:../x`)
         out = Path(f"{files.check_name(modelsource.name_of(model), 'model name')}-{core.short}.pte")
-    exporter.check_target(out, force)  # before the lowering: a refusal costs nothing
+    writer.check_target(out, force)  # before the lowering: a refusal costs nothing
     modelsource.check_spec(model)  # an unknown case too
     with Progress() as progress:
         # From the first second: importing torch, building CMSIS-NN's module, each stage.
         progress(f"exporting {model} for {core.name}: importing torch and ExecuTorch")
         choose_lowering(executorch_src, lowering, progress=progress)
-        exporter.STAGE_LISTENERS.append(progress)
+        stage.STAGE_LISTENERS.append(progress)
         try:
             bundle = modelsource.load(model)
             result = exporter.export(bundle, core, layout)
         finally:
-            exporter.STAGE_LISTENERS.remove(progress)
-    exporter.write(result, out, force)
+            stage.STAGE_LISTENERS.remove(progress)
+    writer.write(result, out, force)
     click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {sidecar_path(out)}")
     failure = _say_deployment(result, core)
     _say_semantic(result.sidecar.get("semantic"))

@@ -4,7 +4,7 @@ What enters: the backend's Python files, by path relative to backends/cortex_m. 
 the paths whose code runs when CortexMQuantizer annotates a model (PT2E), or None when that
 cannot be told, and then every file counts.
 
-The quantization stage of an export (cortexm.lowering.export.quantize) is cached on these
+The quantization stage of an export (cortexm.lowering.quantize) is cached on these
 alone, so an edit of a lowering pass re-runs only what comes after it. They are the
 quantizer package, the quantizer reporter, the pass manager (it lists the passes), the
 passes it runs for annotation (`pass_list_transform_for_annotation`, read from its source)

@@ -32,7 +32,7 @@ from cortexm.sources import cache_dir
 
 # The export job and what it imports: the lowering, the cases, the integer reference whose
 # outputs an export stores, the memory plan of its isolated program (cortexm.base.imports).
-_EXPORT_ROOTS = ("cortexm.lowering.export", "cortexm.lowering.modelsource", "cortexm.cases")
+_EXPORT_ROOTS = ("cortexm.lowering.export", "cortexm.lowering.writer", "cortexm.lowering.modelsource", "cortexm.cases")
 
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # cortexm/
@@ -220,7 +220,7 @@ def transient(error: BaseException) -> bool:
 
 # --- the quantization stage, shared by every core --------------------------------------------
 
-QUANTIZED = "quantized"  # the export cache's folder of quantized models (cortexm.lowering.export.Quantized)
+QUANTIZED = "quantized"  # the export cache's folder of quantized models (cortexm.lowering.quantize.Quantized)
 
 
 def quantized_key(case: str, layout: str, case_file: Path | None = None) -> str:

@@ -31,7 +31,7 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
     the one-line error of that core's export)."""
     from cortexm.base import targets
-    from cortexm.lowering import export, modelsource
+    from cortexm.lowering import export, modelsource, quantize, writer
 
     ensure_chosen()
     if case_file:
@@ -43,17 +43,17 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     quantized, failure = None, None
     hit = cache.lookup_quantized(case, layout, cf)
     if hit is not None:
-        quantized = export.load_quantized(hit)
+        quantized = quantize.load_quantized(hit)
     else:
         # Built before any cache entry is made: a model that cannot be built (its code may read
         # a file, or import what is not installed yet) is never a cached failure.
         bundle = modelsource.load(case)
         try:
-            quantized = export.quantize(bundle, layout)
+            quantized = quantize.quantize(bundle, layout)
         except CortexmError as e:
             failure = e  # every core's export fails the same way: cached as each one's failure
         else:
-            cache.store_quantized(case, layout, cf, lambda folder: export.save_quantized(quantized, folder))
+            cache.store_quantized(case, layout, cf, lambda folder: quantize.save_quantized(quantized, folder))
     edge: list = []
 
     def write(core, path: Path) -> None:
@@ -61,7 +61,7 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
             raise failure
         if not edge:
             edge.append(export.to_edge_program(quantized))
-        export.write(export.export(quantized, core, layout, edge=edge[0]), path)
+        writer.write(export.export(quantized, core, layout, edge=edge[0]), path)
 
     results: dict[str, tuple[bool, str]] = {}
     for core_name, entry_key in cores:

@@ -33,7 +33,7 @@ if os.environ.get(backend_source.ENV) is not None:
 
 @pytest.fixture
 def cortexm_check(tmp_path: Path):
-    from cortexm.lowering import export, modelsource
+    from cortexm.lowering import export, modelsource, writer
     from cortexm.cases import Case
     from cortexm.base.targets import core as core_named
     from cortexm.testing import app, simulate
@@ -42,7 +42,7 @@ def cortexm_check(tmp_path: Path):
         core = core_named(target)
         bundle = modelsource.from_factory(factory, name=name, qtol=qtol)
         pte = tmp_path / core.name / f"{bundle.name}.pte"
-        export.write(export.export(bundle, core), pte)
+        writer.write(export.export(bundle, core), pte)
         simulator = simulate.simulators([core], sim, None, None, progress=lambda _: None)[core.name]
         case = Case(bundle.name, "pytest model", factory, qtol=qtol, program=pte)
         options = app.Options(cores=[core], simulators={core.name: simulator})
