@@ -88,6 +88,15 @@ def test_base_stands_alone():
     assert not {m: t for m, t in outside.items() if t}
 
 
+def test_mypy_finds_nothing():
+    """The type check pyproject.toml configures ([tool.mypy]: the packages it covers)."""
+    mypy = shutil.which("mypy")
+    if mypy is None:
+        pytest.skip("mypy not found: pip install mypy (the packages it checks are [tool.mypy] in pyproject.toml)")
+    done = subprocess.run([mypy, "--no-incremental"], cwd=PACKAGE.parent, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_the_root_holds_only_the_package_face_and_the_entry_point():
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert loose == ["__init__.py", "__main__.py"]

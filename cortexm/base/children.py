@@ -176,5 +176,5 @@ def run(command: list[str], timeout: float | None = None, input: bytes | str | N
                 return subprocess.CompletedProcess(command, process.returncode, out, err)
             kill_group(process)
             out, err = process.communicate()
-            raise subprocess.TimeoutExpired(command, timeout, output=out, stderr=err) from None
+            raise subprocess.TimeoutExpired(command, timeout or 0.0, output=out, stderr=err) from None
     return subprocess.CompletedProcess(command, process.returncode, out, err)

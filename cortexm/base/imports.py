@@ -82,8 +82,8 @@ def file_closure(path: Path, search: list[str] | None = None) -> tuple[list[Path
 
     search = [str(Path(path).resolve().parent)] + [str(Path(p or ".").resolve())
                                                      for p in (sys.path if search is None else search)]
-    roots = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots = {Path(r).resolve() for r in roots if r} | {Path(__file__).resolve().parent.parent}  # cortexm: keyed apart
+    installs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots = {Path(r).resolve() for r in installs if r} | {Path(__file__).resolve().parent.parent}  # cortexm: keyed apart
 
     def installed(file: Path) -> bool:
         return "site-packages" in file.parts or any(file.is_relative_to(root) for root in roots)
@@ -99,7 +99,7 @@ def file_closure(path: Path, search: list[str] | None = None) -> tuple[list[Path
             found = _find(name, search)
             if isinstance(found, Path) and not installed(found):
                 todo.append(found)
-            elif required and "." not in name:
+            elif required and isinstance(name, str) and "." not in name:
                 other.add(f"{name}: {'missing' if found is None else 'installed'}")
     return sorted(own), sorted(other)
 

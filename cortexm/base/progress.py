@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any, Literal
 
 from cortexm.base.text import raw, visible
 
@@ -87,8 +88,8 @@ class Progress:
 
     def __init__(self, live: bool | None = None) -> None:
         self.interactive = sys.stderr.isatty() if live is None else live
-        self.live = None
-        self._status = None
+        self.live: Any = None  # rich's Progress while one is shown
+        self._status: Any = None
 
     def __enter__(self) -> "Progress":
         if self.interactive:
@@ -115,7 +116,7 @@ class Progress:
     def line(self, text: str) -> None:
         print(f"  {text}", file=sys.stderr, flush=True)
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         if self.live is not None:
             self.live.update(self._status, visible=False)
             self.live.__exit__(*exc)

@@ -49,11 +49,11 @@ class EscapingStream(io.TextIOBase):
         return True
 
     @property
-    def encoding(self) -> str:
+    def encoding(self) -> str:  # type: ignore[override]  # TextIOBase declares it an attribute
         return getattr(self.raw_stream, "encoding", "utf-8")
 
     @property
-    def errors(self) -> str | None:
+    def errors(self) -> str | None:  # type: ignore[override]  # TextIOBase declares it an attribute
         return getattr(self.raw_stream, "errors", None)
 
 

@@ -33,6 +33,7 @@ def _run(work: Path, command: list[str], log_name: str, what: str, task=None) ->
     log = work / log_name
     with open(log, "w") as f, children.started(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, text=True, errors="replace") as process:
+        assert process.stdout is not None  # stdout=PIPE
         for line in process.stdout:
             f.write(line)
             step = _NINJA_STEP.match(line)

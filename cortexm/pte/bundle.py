@@ -21,10 +21,14 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cortexm.base import files, manifest
 from cortexm.base.errors import CortexmError
 from cortexm.pte.sidecar import read_sidecar, sidecar_path
+
+if TYPE_CHECKING:
+    from cortexm.pte.program import Program
 
 # Larger than any file cortexm writes into a bundle (a model's saved programs are the largest).
 MAX_FILE = 512 * 1024 * 1024
@@ -36,7 +40,7 @@ class Bundle:
     sidecar: dict | None
     _program_checked: bool = field(default=False, repr=False)
     _data: bytes | None = field(default=None, repr=False)
-    _program: object = field(default=None, repr=False)
+    _program: Program | None = field(default=None, repr=False)
     _references_checked: bool = field(default=False, repr=False)
 
     @property
@@ -82,7 +86,7 @@ class Bundle:
     def folder(self) -> Path:
         return self.pte.parent
 
-    def names(self, kind: str) -> list[str]:
+    def names(self, kind: str) -> list[str | None]:
         """The file names the sidecar gives for `kind`: "inputs" (each input's file),
         "references" (each output's reference)."""
         sidecar = self.sidecar or {}
@@ -96,8 +100,8 @@ class Bundle:
     def path(self, name: object) -> Path:
         """The path of the bundle's file `name`, once read() has passed it (for a simulator that
         copies the file itself)."""
-        self.read(name)
-        return self.folder / name
+        self.read(name)  # refuses anything but a plain name of the bundle
+        return self.folder / str(name)
 
     def read(self, name: object) -> bytes:
         """The bytes of the bundle's file `name`, as the sidecar's manifest records them."""

@@ -286,6 +286,8 @@ def _size_overflow(t: TensorValue) -> str | None:
 def _planned_problems(plan: ExecutionPlan, where: str, t: TensorValue) -> Iterator[Problem]:
     """getMemPlannedPtr and HierarchicalAllocator::get_offset_address, with the runner's buffers
     (one per planned size, the reserved entry 0 left out)."""
+    if t.allocation is None:
+        return
     memory_id, offset = t.allocation
     if 0 < memory_id < len(plan.non_const_buffer_sizes) and offset > _SIZE_MAX:
         yield _invalid(f"{where}: tensor placed at offset {offset} of memory buffer {memory_id}, past a 32-bit size_t")
@@ -369,7 +371,8 @@ def _instruction_problems(program: Program | None, plan: ExecutionPlan, n: int, 
     if ins.op_index not in reported:
         reported.add(ins.op_index)
         yield from _operator_problems(plan, ins.op_index)
-    tensors = [plan.values[k] for k in ins.args if 0 <= k < n_values and isinstance(plan.values[k], TensorValue)]
+    values = [plan.values[k] for k in ins.args if 0 <= k < n_values]
+    tensors = [v for v in values if isinstance(v, TensorValue)]
     key = len(_kernel_key(tensors))
     if key >= KERNEL_KEY_LIMIT:
         yield _invalid(f"{where}: its {len(tensors)} tensors make a kernel key of {key} characters, "

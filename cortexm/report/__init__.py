@@ -61,7 +61,7 @@ def print_inspection(report: dict[str, Any]) -> None:
             for k, io in enumerate(method[kind]):
                 out.print(f"  {kind[:-1]} {k}: {io['text']}")
         lowering, dead = method["lowering"], method["constants"]
-        left = {}
+        left: dict[str, int] = {}
         for call in lowering["left"]:
             left[call["op"]] = left.get(call["op"], 0) + 1
         out.print(f"  lowered: {lowering['cortex_m']} of {lowering['calls']} calls are cortex_m kernels"

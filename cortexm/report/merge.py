@@ -30,13 +30,15 @@ def merge_reports(reports: list[dict], names: list[str] | None = None) -> tuple[
                 raise CortexmError(f"{name}: its {key} ({report['meta'].get(key)!r}) differs from {names[0]}'s "
                                    f"({first.get(key)!r}); shards of one run share it")
     _check_complete(reports, names)
-    results, checks, seen = [], [], {}
+    results: list[CaseResult] = []
+    checks: list[CrossCore] = []
+    seen: dict[tuple[str, str], str] = {}
     for name, report in zip(names, reports):
         for row in report["results"]:
-            key = (row["case"], row["core"])
-            if key in seen:
-                raise CortexmError(f"{name}: {row['case']} on {row['core']} is in {seen[key]} too: the shards overlap")
-            seen[key] = name
+            pair = (row["case"], row["core"])
+            if pair in seen:
+                raise CortexmError(f"{name}: {row['case']} on {row['core']} is in {seen[pair]} too: the shards overlap")
+            seen[pair] = name
             results.append(CaseResult(**row))
         for check in report.get("cross_core", []):
             checks.append(CrossCore(**{k: v for k, v in check.items() if k not in ("agree", "failed")}))
@@ -53,7 +55,7 @@ def _check_complete(reports: list[dict], names: list[str]) -> None:
         name = next(n for n, r in zip(names, reports) if not r["meta"].get("run"))
         raise CortexmError(f"{name}: records no run identity (an older cortexm wrote it), so its shards cannot be "
                            "told complete; run it again")
-    labels = {}
+    labels: dict[str, str] = {}
     for name, report in zip(names, reports):
         label = report["meta"].get("shard") or "whole"
         if label in labels:

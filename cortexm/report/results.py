@@ -26,8 +26,11 @@ class Status(str, Enum):
     LARGER = "LARGER"
 
     # The plain word on every Python (an Enum's own str and format name the class before 3.12).
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 # Statuses that fail a run.

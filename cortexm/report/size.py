@@ -18,6 +18,7 @@ from pathlib import Path
 
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from cortexm.base.errors import CortexmError
 from cortexm.pte import load
@@ -134,7 +135,7 @@ def _attribute(section: str, size: int, pieces: dict[str, int]) -> dict[str, int
 
 def _arena_size(image: ELFFile) -> int:
     symbols = image.get_section_by_name(".symtab")
-    if symbols is None:
+    if not isinstance(symbols, SymbolTableSection):
         return 0
     found = {s.name: s["st_value"] for s in symbols.iter_symbols() if s.name in ("__arena_start", "__arena_end")}
     return max(0, found.get("__arena_end", 0) - found.get("__arena_start", 0))

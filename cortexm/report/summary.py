@@ -138,11 +138,13 @@ def _exhaustive_rows(rows, core: str) -> None:
         return
     ops = list(dict.fromkeys(r.exhaustive for r in rows))
     statuses = [s for s in list(Status)[:6] if any(r.status == s for r in rows)]  # PASS .. NOT RUN
-    table(["operator", "cases", "packed programs", *statuses, "max|diff| LSB", "semantic max LSB"],
-          [[op, len(mine := [r for r in rows if r.exhaustive == op]), len({r.pack for r in mine if r.pack}),
-            *(sum(r.status == s for r in mine) for s in statuses),
-            _num(max((r.max_lsb for r in mine if r.max_lsb is not None), default=None)),
-            _num(max((r.semantic_lsb for r in mine if r.semantic_lsb is not None), default=None))] for op in ops],
+    def line(op: str) -> list:
+        mine = [r for r in rows if r.exhaustive == op]
+        return [op, len(mine), len({r.pack for r in mine if r.pack}), *(sum(r.status == s for r in mine) for s in statuses),
+                _num(max((r.max_lsb for r in mine if r.max_lsb is not None), default=None)),
+                _num(max((r.semantic_lsb for r in mine if r.semantic_lsb is not None), default=None))]
+
+    table(["operator", "cases", "packed programs", *statuses, "max|diff| LSB", "semantic max LSB"], [line(op) for op in ops],
           title=f"{core}: exhaustive cases")
 
 

@@ -4,6 +4,7 @@ testsuite per core, one testcase per case), and which grid parameter classes wer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from cortexm import cases as case_registry
@@ -29,7 +30,7 @@ def to_json(results: list[CaseResult], checks: list[CrossCore], meta: dict) -> s
                        "grid_coverage": grid_coverage(results)}, indent=1, default=str)
 
 
-def to_junit(results: list[CaseResult], checks: list[CrossCore] = ()) -> str:
+def to_junit(results: list[CaseResult], checks: Sequence[CrossCore] = ()) -> str:
     """JUnit XML: one testsuite per core, one testcase per case."""
     import xml.etree.ElementTree as ET
 

@@ -29,6 +29,7 @@ class TreeIdentity:
     @property
     def key(self) -> str:
         if self.rev is None:
+            assert self.nar_hash is not None, "a tree that is not a git checkout is named by its content"
             return self.nar_hash if self.nar_hash.startswith("content:") else f"nar:{self.nar_hash}"
         return f"git:{self.rev}" + (f"+{self.changes}" if self.changes else "")
 

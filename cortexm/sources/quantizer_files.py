@@ -57,7 +57,7 @@ def _annotation_modules(source: str, paths: set[str]) -> set[str] | None:
         return None
     where = {alias.asname or alias.name: _resolve(MANAGER, node.module, node.level, alias.name, paths)
              for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
-    return {where[n] for n in names if where.get(n)}
+    return {found for n in names if (found := where.get(n))}
 
 
 def _imports(path: str, source: str, paths: set[str]) -> list[str]:

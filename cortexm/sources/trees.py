@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cortexm import sources
 
@@ -96,7 +97,7 @@ def fetch(kind: sources.SourceKind, pins: dict, progress=None) -> tuple[Path, st
         try:
             with tarfile.open(archive, "r:gz") as tar:
                 # The "data" filter refuses links and paths out of the folder (Python 3.11.4+).
-                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
                 tar.extractall(tree, **safe)
         except (tarfile.TarError, OSError, EOFError) as e:
             raise CortexmError(f"{url}: the download is not a whole .tar.gz archive ({e}); nothing installed") from None
