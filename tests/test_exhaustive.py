@@ -43,12 +43,11 @@ def test_packs_stay_within_the_runners_inputs_and_outputs():
     assert all(registry.REGISTRY[p].grid[1] == "exhaustive-part" for p in parts)
 
 
-def test_a_packed_case_is_lowered_as_it_is_alone(exported, monkeypatch):
+def test_a_packed_case_is_lowered_as_it_is_alone(exported):
     """The pack's branch j quantizes, gets data and computes as part j alone: the same input
     bytes, quantization and reference output."""
     from cortexm.cases import registry
 
-    monkeypatch.setenv(exhaustive.SCOPE_ENV, ";".join(SMALL))
     exhaustive.register_all(exhaustive.parse_scope(SMALL))
     pack = next(c for c in registry.REGISTRY.values() if c.parts and set(c.parts) <= {
         x.name for x in exhaustive.combinations("linear", exhaustive.parse_scope(SMALL))[0]})

@@ -19,15 +19,15 @@ from cortexm.base.errors import CortexmError
 GRID_LEVELS = {"none": (), "default": ("default",), "full": ("default", "full"), "exhaustive": ("default", "exhaustive")}
 
 
-def all_cases(grid: str = "full") -> list[Case]:
+def all_cases(grid: str = "full", scope: dict[str, list] | None = None) -> list[Case]:
     """Every registered case, with the grid cases of `grid` ("none", "default": what `cortexm
     test` runs, "full", "exhaustive": the default grid and the packed programs of the
-    exhaustive scope, cortexm.cases.exhaustive)."""
+    exhaustive scope, cortexm.cases.exhaustive, with `scope`'s values)."""
     _load()
     if grid == "exhaustive":
         from cortexm.cases import exhaustive
 
-        exhaustive.register_all()
+        exhaustive.register_all(scope)
     levels = GRID_LEVELS[grid]
     return [c for c in registry.REGISTRY.values() if c.grid is None or c.grid[1] in levels]
 

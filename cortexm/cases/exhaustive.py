@@ -22,8 +22,8 @@ a known defect's region, which run as cases of their own (an expected failure in
 program could write into its neighbours).
 
 `--scope KEY=VALUES` (e.g. `spatial=1..6`, `channels=1..17`, `data=bounds`) replaces a
-dimension's values in every scope that has it; `SCOPE_ENV` carries the choice to the export
-workers.
+dimension's values in every scope that has it; the test app hands the words to the export
+workers with each job (cortexm.testing.results.Options.scope).
 
 Packing: the cases of one operator and data kind go PACK_INPUTS inputs at a time (the
 runner's 16 inputs and 16 outputs, kernels/runner/runner.cpp) into one module whose branches
@@ -38,7 +38,6 @@ coverage (`coverage`).
 from __future__ import annotations
 
 import itertools
-import os
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +45,6 @@ from typing import Any
 from cortexm.base.errors import CortexmError
 
 Params = dict[str, Any]
-SCOPE_ENV = "CORTEXM_SCOPE"
 PACK_INPUTS = 16  # kernels/runner/runner.cpp: kMaxInputs and kMaxOutputs
 
 # The other axis of a geometry scope: (size, kernel, stride, padding, dilation).
@@ -185,11 +183,6 @@ def _values(item: str, text: str) -> list:
     return values
 
 
-def scope_from_environment() -> dict[str, list]:
-    text = os.environ.get(SCOPE_ENV, "")
-    return parse_scope([t for t in text.split(";") if t])
-
-
 @dataclass(frozen=True)
 class Combination:
     op: str
@@ -227,12 +220,12 @@ def combinations(op: str, chosen: dict[str, list]) -> tuple[list[Combination], d
 
 
 def register_all(chosen: dict[str, list] | None = None) -> None:
-    """Register every exhaustive case of the scope (`chosen`: --scope's values; default: the
-    environment's), packed; idempotent."""
+    """Register every exhaustive case of the scope (`chosen`: --scope's values, parse_scope;
+    default: the scopes as SCOPES has them), packed; idempotent."""
     from cortexm.cases import defects, space
     from cortexm.cases.registry import REGISTRY, register
 
-    chosen = scope_from_environment() if chosen is None else chosen
+    chosen = chosen or {}
     for op in SCOPES:
         found, _ = combinations(op, chosen)
         packable: dict[str, list] = {}

@@ -190,7 +190,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
             goldens=Path(goldens) if goldens else app.default_goldens(),
             library=library.load(library_path) if library_path else None,
-            jobs=max(1, jobs), grid=grid, shard=shard,
+            jobs=max(1, jobs), grid=grid, shard=shard, scope=tuple(scope),
         )
         build = BuildOptions(coverage=bool(coverage_dir), value_counters=value_counters)
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
@@ -246,16 +246,14 @@ def _gates(results, sizes, earlier: dict, baseline: str, threshold: float, max_d
 
 
 def _exhaustive_scope(grid: str, scope: tuple[str, ...]) -> dict | None:
-    """--scope's values (None without --grid exhaustive), handed to the export workers."""
+    """--scope's values (None without --grid exhaustive)."""
     from cortexm.cases import exhaustive
 
     if scope and grid != "exhaustive":
         raise CortexmError("--scope applies to --grid exhaustive")
     if grid != "exhaustive":
         return None
-    chosen = exhaustive.parse_scope(scope)
-    os.environ[exhaustive.SCOPE_ENV] = ";".join(scope)
-    return chosen
+    return exhaustive.parse_scope(scope)
 
 
 def _print_exhaustive(results, chosen: dict, options) -> dict:

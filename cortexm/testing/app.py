@@ -35,7 +35,9 @@ def select_cases(options: Options) -> list[case_registry.Case]:
         names = _registered_by(options.case_files)
         selected = [c for c in case_registry.all_cases() if c.name in names]
     else:
-        selected = case_registry.all_cases(options.grid)
+        from cortexm.cases import exhaustive
+
+        selected = case_registry.all_cases(options.grid, exhaustive.parse_scope(options.scope))
     if options.pattern:  # a packed program is selected by its name or any of its cases'
         selected = [c for c in selected if options.pattern in c.name or any(options.pattern in p for p in c.parts)]
     if not selected:

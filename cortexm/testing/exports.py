@@ -16,7 +16,6 @@ from typing import Callable
 from cortexm.base import children
 from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
 from cortexm.base.targets import Core
-from cortexm.cases.exhaustive import SCOPE_ENV
 from cortexm.lowering.source import ensure_chosen
 from cortexm.sources import backend_source
 from cortexm.sources.backend_source import quiet_lowering_imports
@@ -25,17 +24,22 @@ from cortexm.testing.casefiles import _case_file, load_case_file
 
 # --- export stage (parallel, cached) ---------------------------------------------------
 
-def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file: str | None) -> dict[str, tuple[bool, str]]:
+def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file: str | None,
+                scope: tuple[str, ...] = ()) -> dict[str, tuple[bool, str]]:
     """Runs in a worker process: export one case for each (core, entry key) into the cache, the
     quantization done once for all of them (and cached on its own: an edit of a lowering pass
     re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
-    the one-line error of that core's export)."""
+    the one-line error of that core's export); `scope`: --scope's words, for an exhaustive case."""
     from cortexm.base import targets
     from cortexm.lowering import export, modelsource, quantize, writer
 
     ensure_chosen()
     if case_file:
         load_case_file(Path(case_file))
+    if scope:
+        from cortexm.cases import exhaustive
+
+        exhaustive.register_all(exhaustive.parse_scope(scope))  # registered before the case is looked up
     import torch
 
     torch.set_num_threads(1)  # the pool already uses every core
@@ -122,7 +126,7 @@ def _export_all(pairs: list[tuple[str, Core]], options,
     if jobs == 1:
         backend_source.probe()
         for case, cores in by_case.items():
-            _collect(results, case, cores, lambda: _export_job(case, cores, options.layout, _str(_case_file(case))))
+            _collect(results, case, cores, lambda: _export_job(case, cores, options.layout, _str(_case_file(case)), options.scope))
             task.advance(len(cores))
         task.done()
         return results, anew
@@ -132,7 +136,7 @@ def _export_all(pairs: list[tuple[str, Core]], options,
     futures = {}
     try:
         pool.submit(backend_source.probe).result()  # a tree whose Python cannot run: one line, not N
-        futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case))): (case, cores)
+        futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case)), options.scope): (case, cores)
                    for case, cores in by_case.items()}
         for future in as_completed(futures):
             case, cores = futures[future]
@@ -159,7 +163,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     import multiprocessing
     import multiprocessing.util
 
-    key = (jobs, os.environ.get(backend_source.ENV), os.environ.get(SCOPE_ENV))
+    key = (jobs, os.environ.get(backend_source.ENV))
     if key not in _POOLS:
         for stale in _POOLS.values():
             stale.shutdown(cancel_futures=True)

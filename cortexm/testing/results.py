@@ -48,6 +48,9 @@ class Options:
     memory: bool = True
     fills: tuple[int, int] = (0x00, 0xFF)
     sim_jobs: int | None = None  # simulator runs at once (default: jobs)
+    # --scope's words for --grid exhaustive (cortexm.cases.exhaustive.parse_scope), handed to the
+    # export workers with each job.
+    scope: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None  # (K, N): only the cases of shard K of N (cortexm.testing.shards)
     # Filled by run(): core -> programs simulated (a packed program counts once).
     programs: dict[str, int] = field(default_factory=dict)
