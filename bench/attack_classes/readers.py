@@ -9,7 +9,7 @@ from attack_classes.lab import attack
 
 
 def _adversarial():
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # tests/adversarial.py
     import adversarial
 
     return adversarial
