@@ -155,7 +155,7 @@ def test_custom_inputs_are_judged_by_both_references_on_those_inputs(tmp_path):
     bundle = Bundle.open(tmp_path / "c.pte")
     plan = load(bundle.pte).plan()
     rng = np.random.default_rng(7)
-    mine = [rng.uniform(-2, 2, size=e["shape"]).astype(np.float32) for e in bundle.sidecar["inputs"]]
+    mine = [rng.uniform(-2, 2, size=e["shape"]).astype(np.float32) for e in bundle.sidecar.inputs]
     outputs, record = references(bundle, plan, mine, "DSP")
     assert judge.departures(record) == []
     assert not np.array_equal(outputs[0], reference_outputs(bundle)[0])  # other inputs, other outputs

@@ -28,10 +28,10 @@ def inspect(path: Path) -> dict[str, Any]:
     }
     if sidecar:
         report["exported"] = {
-            "name": sidecar.get("name"),
-            "target": sidecar.get("target"),
-            "backend": sidecar.get("backend"),
-            "executorch": sidecar.get("executorch", {}),
+            "name": sidecar.name,
+            "target": sidecar.target,
+            "backend": sidecar.backend,
+            "executorch": sidecar.executorch,
         }
     for plan in program.plans:
         calls = []
@@ -58,7 +58,7 @@ def inspect(path: Path) -> dict[str, Any]:
             # bytes no call reads (cortexm.checking.constants).
             "lowering": lowering.record(plan, sidecar),
             "lowering_failure": lowering.failure_line(lowering.survey(plan, sidecar)[2]),
-            "constants": constants.survey(program, plan, data, (sidecar or {}).get("constants")).as_dict(),
+            "constants": constants.survey(program, plan, data, sidecar.constants if sidecar else None).as_dict(),
         })
     return report
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortexm.pte.program import ExecutionPlan, TensorValue
+from cortexm.pte.sidecar import Sidecar
 
 # Operators whose work is arithmetic a CMSIS-NN kernel should do (aten base names).
 COMPUTE = frozenset({
@@ -76,10 +77,10 @@ def base_name(op: str) -> str:
     return op.split("::", 1)[-1].split(".", 1)[0]
 
 
-def survey(plan: ExecutionPlan, sidecar: dict | None = None) -> tuple[int, int, list[LeftCall]]:
+def survey(plan: ExecutionPlan, sidecar: Sidecar | None = None) -> tuple[int, int, list[LeftCall]]:
     """(kernel calls, cortex_m calls, every call that is not a cortex_m kernel)."""
     calls = plan.kernel_calls()
-    provenance = {c.get("instruction"): c for c in (sidecar or {}).get("calls") or [] if isinstance(c, dict)}
+    provenance = {c.get("instruction"): c for c in (sidecar.calls if sidecar else None) or [] if isinstance(c, dict)}
     producer = {}  # value index -> (instruction, operator) that first wrote it (an out argument: the last)
     sources = {}  # instruction -> the value its first argument reads
     for n, op, call in calls:
@@ -88,7 +89,7 @@ def survey(plan: ExecutionPlan, sidecar: dict | None = None) -> tuple[int, int, 
             sources[n] = call.args[0]
     contiguous_inputs = [k for k, index in enumerate(plan.inputs) if _tensor(plan, index) is not None
                          and _tensor(plan, index).dim_order == CONTIGUOUS_4D and len(_tensor(plan, index).sizes) == 4]
-    legacy = (sidecar or {}).get("layout", "legacy") == "legacy"
+    legacy = sidecar is None or sidecar.layout == "legacy"
     left: list[LeftCall] = []
     lowered = 0
     for n, op, call in calls:
@@ -164,7 +165,7 @@ def failure_line(left: list[LeftCall], expected: dict[str, str] | None = None) -
     return f"left in float: {'; '.join(parts)}: {reason}"
 
 
-def record(plan: ExecutionPlan, sidecar: dict | None = None) -> dict:
+def record(plan: ExecutionPlan, sidecar: Sidecar | None = None) -> dict:
     """The `lowering` record of a report: calls, the share lowered, every call left."""
     total, lowered, left = survey(plan, sidecar)
     return {"calls": total, "cortex_m": lowered, "left": [c.as_dict() for c in left]}

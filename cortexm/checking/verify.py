@@ -33,7 +33,7 @@ from pathlib import Path
 
 from cortexm.checking import library as libs
 from cortexm.checking import scratch
-from cortexm.pte.sidecar import program_name, read_sidecar
+from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
 from cortexm.pte import load, loader
 from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.base.targets import CORES, Core, core as core_named
@@ -71,7 +71,7 @@ def verify_file(path: Path, library: libs.Library | None, target: Core | None, e
     sidecar = bundle.sidecar if bundle is not None else read_sidecar(path)
     name = name or program_name(path, sidecar)
     if target is None and sidecar:
-        target = core_named(sidecar["target"])
+        target = core_named(sidecar.target) if sidecar.target else None
     findings = check_load(name, program)
     if any(f.status == "INVALID" for f in findings):
         return findings
@@ -142,7 +142,7 @@ def check_ranks(name: str, plan: ExecutionPlan) -> list[Finding]:
     return findings
 
 
-def check_lowering(name: str, plan: ExecutionPlan, sidecar: dict | None) -> list[Finding]:
+def check_lowering(name: str, plan: ExecutionPlan, sidecar: Sidecar | None) -> list[Finding]:
     """A compute operator left in float (cortexm.checking.lowering): one FLOAT line naming them."""
     from cortexm.checking import lowering
 

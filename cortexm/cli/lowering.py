@@ -70,7 +70,7 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     writer.write(result, out, force)
     click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {sidecar_path(out)}")
     failure = _say_deployment(result, core)
-    _say_semantic(result.sidecar.get("semantic"))
+    _say_semantic(result.sidecar.get("semantic"))  # the export's own record, before it is read back
     if failure:
         click.echo(f"FAIL {result.name} lowering: {failure}")
         return EXIT_PROBLEMS
@@ -88,19 +88,21 @@ def _say_deployment(result, core) -> str | None:
     from cortexm.pte import parse
     from cortexm.semantic import accuracy
 
-    program = parse(result.pte)
-    total, lowered, left = lowering.survey(program.plan(), result.sidecar)
+    from cortexm.pte.sidecar import Sidecar
+
+    program, sidecar = parse(result.pte), Sidecar.of(result.sidecar)
+    total, lowered, left = lowering.survey(program.plan(), sidecar)
     ops = Counter(c.op for c in left)
     click.echo(f"lowered: {lowered} of {total} calls are cortex_m kernels"
                + ("" if not ops else "; not lowered: " + ", ".join(f"{n} {op}" for op, n in ops.most_common())))
-    found = constants.survey(program, program.plan(), result.pte, result.sidecar.get("constants"))
+    found = constants.survey(program, program.plan(), result.pte, sidecar.constants)
     known = defects.EXECUTORCH_DEAD_WEIGHTS
     cause = (f" ({known.name}, a known defect: cortexm test shows it per case)"
              if found.dead and known.applies(core.name, defects.default_locators()) else "")
     click.echo(f"constants: {found.line()}{cause}")
-    sqnr, top1 = accuracy.summary(result.sidecar.get("accuracy"))
-    if sqnr is not None:
-        samples = result.sidecar["accuracy"]["samples"]
+    sqnr, top1 = accuracy.summary(sidecar.accuracy)
+    if sqnr is not None and sidecar.accuracy:
+        samples = sidecar.accuracy["samples"]
         click.echo(f"accuracy: {sqnr:g} dB SQNR against the float model over {samples} inputs drawn like the "
                    f"calibration data" + (f"; top-1 agrees {top1}" if top1 else ""))
     return lowering.failure_line(left)

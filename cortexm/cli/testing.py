@@ -286,7 +286,7 @@ def _given_name(pte: Path) -> None:
 
     sidecar = read_sidecar(files.regular(pte, "program", files.MAX_PROGRAM))
     if sidecar is not None:
-        files.check_name(sidecar.get("name"), f"{pte}: its sidecar's name")
+        files.check_name(sidecar.name, f"{pte}: its sidecar's name")
 
 
 def _run_identity(options, sim: str) -> str:

@@ -64,10 +64,10 @@ def _owned(sidecar_file: Path) -> dict[str, dict] | None:
     written = manifest.read(sidecar_file)
     if written is None:
         sidecar = read_sidecar(pte)
-        if sidecar is None or not pte.is_file() or sidecar.get("pte_sha256") != manifest.sha256(pte):
+        if sidecar is None or not pte.is_file() or sidecar.pte_sha256 != manifest.sha256(pte):
             return None
-        listed = [pte.name, sidecar.get("dialect"), sidecar.get("isolated")]
-        listed += [e.get("file") for e in sidecar.get("inputs", [])] + [e.get("reference") for e in sidecar.get("outputs", [])]
+        listed = [pte.name, sidecar.dialect, sidecar.isolated]
+        listed += [e.get("file") for e in sidecar.inputs] + [e.get("reference") for e in sidecar.outputs]
         written = manifest.of_files(folder, [n for n in listed if n in names and (folder / n).is_file()])
     if any(n not in names and os.path.lexists(folder / n) for n in written):
         return None

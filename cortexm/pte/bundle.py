@@ -1,7 +1,7 @@
 """A program and the files its sidecar names, read as data whatever made them.
 
     bundle = Bundle.open(Path("kws.pte"))
-    bundle.sidecar                          # the sidecar (a dict), or None
+    bundle.sidecar                          # the sidecar (cortexm.pte.sidecar.Sidecar), or None
     bundle.program()                        # the program, read and parsed once for every stage
     raw = bundle.read(entry["reference"])   # bytes, checked against the sidecar's manifest
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from cortexm.base import files, manifest
 from cortexm.base.errors import CortexmError
-from cortexm.pte.sidecar import read_sidecar, sidecar_path
+from cortexm.pte.sidecar import Sidecar, read_sidecar, sidecar_path
 
 if TYPE_CHECKING:
     from cortexm.pte.program import Program
@@ -37,7 +37,7 @@ MAX_FILE = 512 * 1024 * 1024
 @dataclass
 class Bundle:
     pte: Path
-    sidecar: dict | None
+    sidecar: Sidecar | None
     _program_checked: bool = field(default=False, repr=False)
     _data: bytes | None = field(default=None, repr=False)
     _program: Program | None = field(default=None, repr=False)
@@ -89,9 +89,10 @@ class Bundle:
     def names(self, kind: str) -> list[str | None]:
         """The file names the sidecar gives for `kind`: "inputs" (each input's file),
         "references" (each output's reference)."""
-        sidecar = self.sidecar or {}
-        key, field = {"inputs": ("inputs", "file"), "references": ("outputs", "reference")}[kind]
-        return [e.get(field) if isinstance(e, dict) else None for e in sidecar.get(key) or []]
+        if self.sidecar is None:
+            return []
+        entries, field = {"inputs": (self.sidecar.inputs, "file"), "references": (self.sidecar.outputs, "reference")}[kind]
+        return [e.get(field) for e in entries]
 
     def has(self, name: object) -> bool:
         """`name` is a file of the bundle that is there (read() may still refuse it)."""
@@ -110,7 +111,7 @@ class Bundle:
             raise CortexmError(f"{self.pte}: no sidecar beside it")
         if not isinstance(name, str) or not manifest.safe_name(name) or "/" in name:
             raise CortexmError(f"{where} names {str(name)[:80]!r} as one of its files: not a file name in its folder")
-        written = self.sidecar.get(manifest.KEY)
+        written = self.sidecar.written
         if not isinstance(written, dict):
             raise CortexmError(f"{where} records no hashes of its files (an older cortexm wrote it): export it again")
         self._check_program(written, where)

@@ -4,9 +4,12 @@ says what it holds), read by every stage after the lowering, and how reports nam
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from cortexm.base import files
+from cortexm.base.errors import CortexmError
 
 # A sidecar holds names, shapes and a few hundred points: far below this.
 MAX_SIDECAR = 64 * 1024 * 1024
@@ -20,23 +23,78 @@ def sidecar_path(pte_path: Path) -> Path:
 GENERIC_STEMS = frozenset({"model", "program", "out", "output", "net", "network", "graph"})
 
 
-def program_name(pte_path: Path, sidecar: dict | None = None) -> str:
+@dataclass(frozen=True)
+class Sidecar:
+    """A sidecar as the stages read it: every field one of them uses, named and of the type it
+    must be. A sidecar may come from elsewhere: a field of another type is one line naming it,
+    not an error deep inside a stage. `raw` is the JSON as written."""
+
+    raw: dict = field(repr=False)
+    name: str | None = None
+    target: str | None = None  # the core it was lowered for
+    backend: str | None = None  # its CMSIS-NN variant
+    executorch: dict = field(default_factory=dict)  # version, git_version
+    layout: str = "legacy"
+    qtol: int | None = None  # the difference from the reference allowed, in quantization steps
+    data: str = "uniform"  # what the example inputs are (cortexm.cases.data)
+    data_targets: dict | None = None  # what solved boundary data met (cortexm.cases.solve)
+    pte_sha256: str | None = None
+    # File names in the bundle: the lowered graph's text, the program planned one tensor per buffer.
+    dialect: str | None = None
+    isolated: str | None = None
+    # Per input (`file`) and output (`reference`): dtype, shape, dim order, quantization.
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    semantic: dict | None = None  # the program against its quantized model (cortexm.semantic)
+    accuracy: dict | None = None  # against the float model (cortexm.semantic.accuracy)
+    calls: list | None = None  # where each call came from in the model (cortexm.lowering.provenance)
+    constants: dict | None = None  # constant names by content (cortexm.checking.constants)
+    upstream_reference: dict | None = None  # findings about ExecuTorch's Python reference
+    reference_without_helium: list | None = None  # output digests (cortexm.oracle.helium)
+    written: dict | None = None  # the manifest of the bundle's files (cortexm.base.manifest.KEY)
+
+    @classmethod
+    def of(cls, data: dict, where: str = "the sidecar") -> "Sidecar":
+        """The sidecar `data` (parsed JSON, or what an export made), its fields' types checked."""
+        values: dict[str, Any] = {"raw": data}
+        for f in fields(cls):
+            if f.name == "raw" or data.get(f.name) is None:
+                continue
+            value, kind = data[f.name], _KINDS[f.name]
+            if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+                raise CortexmError(f"{where}: its {f.name} is {_JSON.get(type(value), 'a value')}, not {_JSON[kind]}")
+            if isinstance(value, list) and f.name in ("inputs", "outputs") and not all(isinstance(e, dict) for e in value):
+                raise CortexmError(f"{where}: its {f.name} are not all objects")
+            values[f.name] = value
+        return cls(**values)
+
+
+_JSON = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "an object", list: "an array"}
+# The JSON type each field must have.
+_KINDS: dict[str, type] = {"name": str, "target": str, "backend": str, "executorch": dict, "layout": str, "qtol": int,
+                           "data": str, "data_targets": dict, "pte_sha256": str, "dialect": str, "isolated": str,
+                           "inputs": list, "outputs": list, "semantic": dict, "accuracy": dict, "calls": list,
+                           "constants": dict, "upstream_reference": dict, "reference_without_helium": list,
+                           "written": dict}
+
+
+def program_name(pte_path: Path, sidecar: Sidecar | None = None) -> str:
     """How reports name a program: its sidecar's name, else its file stem, else (for a generic
     stem such as model.pte) the folder it is in."""
-    if sidecar and isinstance(sidecar.get("name"), str):
-        return sidecar["name"]
+    if sidecar and sidecar.name:
+        return sidecar.name
     path = Path(pte_path)
     if path.stem.lower() in GENERIC_STEMS and path.resolve().parent.name:
         return path.resolve().parent.name
     return path.stem
 
 
-def read_sidecar(pte_path: Path) -> dict | None:
-    """The sidecar beside `pte_path`, or None if there is none."""
+def read_sidecar(pte_path: Path) -> Sidecar | None:
+    """The sidecar beside `pte_path`, or None if there is none (or the JSON there is not one)."""
     path = sidecar_path(Path(pte_path))
     if not path.is_file():
         return None
     data = files.read_json(path, "sidecar", MAX_SIDECAR)
     if not isinstance(data, dict) or "cortexm" not in data:
         return None
-    return data
+    return Sidecar.of(data, str(path))

@@ -68,7 +68,7 @@ def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, 
 
 def reference_outputs(bundle) -> list[np.ndarray]:
     """The reference outputs a bundle (cortexm.pte.bundle.Bundle) holds, each checked against its manifest."""
-    return [logical(bundle.read(e.get("reference")), e) for e in bundle.sidecar["outputs"]]
+    return [logical(bundle.read(e.get("reference")), e) for e in bundle.sidecar.outputs]
 
 
 def digests(outputs: list[np.ndarray]) -> list[str]:

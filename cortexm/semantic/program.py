@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from cortexm.base.errors import CortexmError
+from cortexm.pte.sidecar import Sidecar
 
 
 def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[list[np.ndarray], dict | None]:
@@ -22,7 +23,7 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
     from cortexm.semantic.model import judge_trace
 
     sidecar = bundle.sidecar
-    models = (sidecar.get("semantic") or {}).get("models") or {}
+    models = (sidecar.semantic or {}).get("models") or {}
     if not isinstance(models, dict):
         raise CortexmError(f"{bundle.pte.with_suffix('.json').name}: its semantic.models is not a table of files")
     quantized = _load(bundle, models["quantized"]) if "quantized" in models else None
@@ -32,9 +33,9 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
     if quantized is None:
         return outputs, None
     record, _ = judge_trace(quantized, floating, _model_inputs(inputs, sidecar), trace, outputs, plan.outputs,
-                            [(e.get("quant") or {}).get("scale") for e in sidecar.get("outputs", [])], backend)
+                            [(e.get("quant") or {}).get("scale") for e in sidecar.outputs], backend)
     for key in ("program_outputs", "model_outputs", "eager_dim_orders"):  # what the outputs must be does not depend on the inputs
-        record[key] = sidecar["semantic"].get(key, [])
+        record[key] = (sidecar.semantic or {}).get(key, [])
     return outputs, record
 
 
@@ -53,12 +54,12 @@ def _load(bundle, name: str):
         raise CortexmError(f"{name}: not a model torch can load ({type(e).__name__}); export the model again") from None
 
 
-def _model_inputs(inputs: list[np.ndarray], sidecar: dict) -> tuple:
+def _model_inputs(inputs: list[np.ndarray], sidecar: Sidecar) -> tuple:
     """The inputs as the model was exported with them: channels_last where the program's input is."""
     import torch
 
     tensors = []
-    for x, entry in zip(inputs, sidecar.get("inputs", [])):
+    for x, entry in zip(inputs, sidecar.inputs):
         t = torch.from_numpy(np.ascontiguousarray(x))
         if t.dim() == 4 and list(entry.get("dim_order", [])) == [0, 2, 3, 1]:
             t = t.to(memory_format=torch.channels_last)

@@ -123,7 +123,7 @@ def run_pte(
         logical = [from_raw(data, plan.values[index], f"input {k}") for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs))]
         references, semantic = references_for(bundle, plan, logical, core.backend)
     elif sidecar and all(bundle.has(name) for name in bundle.names("references")):
-        references, semantic = reference_outputs(bundle), sidecar.get("semantic")
+        references, semantic = reference_outputs(bundle), sidecar.semantic
     simulator = sim.for_core(core, sim_name, fvp)
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
@@ -139,9 +139,9 @@ def run_pte(
     if mismatch:
         run.warnings.append(mismatch)
     if references is not None:
-        run.qtol = sidecar.get("qtol")
+        run.qtol = sidecar.qtol
         run.diffs = [compare(out, ref, entry, k)
-                     for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar["outputs"]))]
+                     for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar.outputs))]
     if run.semantic is not None:
         from cortexm.semantic.judge import departures
 
@@ -152,9 +152,9 @@ def run_pte(
 def core_mismatch(pte: Path, core: Core) -> str | None:
     """Says so when the sidecar names another core than the one `pte` is run on."""
     sidecar = read_sidecar(Path(pte))
-    if not sidecar or sidecar.get("target") in (None, core.name):
+    if not sidecar or sidecar.target in (None, core.name):
         return None
-    return (f"{Path(pte).name} was exported for {sidecar['target']} (CMSIS-NN {sidecar.get('backend')}), "
+    return (f"{Path(pte).name} was exported for {sidecar.target} (CMSIS-NN {sidecar.backend}), "
             f"it runs on {core.name} (CMSIS-NN {core.backend})")
 
 

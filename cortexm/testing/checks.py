@@ -16,7 +16,7 @@ from cortexm.base.targets import Core
 from cortexm.cases import defects
 from cortexm.lowering import dialect
 from cortexm.pte.bundle import Bundle
-from cortexm.pte.sidecar import read_sidecar
+from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
 from cortexm.pte.tensors import compare, reference_outputs
 from cortexm.report.results import CaseResult, Status
 from cortexm.testing.results import Options
@@ -69,7 +69,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     if sidecar is None:
         raise CortexmError(f"{pte}: no sidecar beside it")
     result.pte = str(pte)
-    result.data_targets = sidecar.get("data_targets")
+    result.data_targets = sidecar.data_targets
 
     result.stages.append("verify")
     t = time.perf_counter()
@@ -89,7 +89,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     if options.goldens is not None and case.program is None:
         golden = dialect.golden_path(options.goldens, core.name, case.name)
         if golden.is_file():
-            diff = dialect.compare(bundle.read(sidecar.get("dialect")).decode(errors="replace"), golden)
+            diff = dialect.compare(bundle.read(sidecar.dialect).decode(errors="replace"), golden)
             result.stages.append("dialect")
             result.dialect = "ok" if diff is None else "DIFF"
             if diff is not None:
@@ -122,11 +122,11 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.sim = "ok"
     result.stages.append("compare")
     result.outputs = outcome.outputs
-    result.without_helium = sidecar.get("reference_without_helium")
+    result.without_helium = sidecar.reference_without_helium
     references = reference_outputs(bundle)
     worst_lines = []
     result.max_lsb, result.mismatches, result.elements = 0.0, 0, 0
-    for k, (actual, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar["outputs"])):
+    for k, (actual, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar.outputs)):
         diff = compare(actual, ref, entry, k)
         result.per_output.append([diff.max_lsb, diff.mismatches, diff.elements])
         result.max_lsb = max(result.max_lsb, diff.max_lsb)
@@ -137,7 +137,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         _fail(result, "compare", f"max |diff| {result.max_lsb:g} LSB > tolerance {case.qtol} LSB "
                                  f"({result.mismatches}/{result.elements} elements differ)", "\n".join(worst_lines))
     _check_upstream_reference(sidecar, result)
-    if options.memory and bundle.has(sidecar.get("isolated")):
+    if options.memory and bundle.has(sidecar.isolated):
         _check_memory(bundle, simulator, core, options, result)
 
 
@@ -163,7 +163,7 @@ def _check_constants(bundle: Bundle, core: Core, result: CaseResult) -> None:
     from cortexm.checking import constants
 
     data, program = bundle.data, bundle.program()
-    found = constants.survey(program, program.plan(), data, bundle.sidecar.get("constants"))
+    found = constants.survey(program, program.plan(), data, bundle.sidecar.constants)
     result.pte_bytes, result.constant_bytes, result.dead_bytes = len(data), found.total, found.dead_bytes
     if not found.dead:
         return
@@ -178,32 +178,32 @@ def _check_constants(bundle: Bundle, core: Core, result: CaseResult) -> None:
           "\n".join(f"buffer {d.buffer} {d.tensor} {d.name}: {d.nbytes} B" for d in unexplained))
 
 
-def _check_accuracy(case, sidecar: dict, result: CaseResult) -> None:
+def _check_accuracy(case, sidecar: Sidecar, result: CaseResult) -> None:
     """The program against the float model (cortexm.semantic.accuracy): shown, and failed below
     the floor where the case's data stays in the calibrated range."""
     from cortexm.semantic import accuracy
 
-    record = sidecar.get("accuracy")
+    record = sidecar.accuracy
     if not record:
         return
     result.stages.append("accuracy")
     result.accuracy_db, result.top1 = accuracy.summary(record)
-    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.get("semantic") or {}).get("points", [])}
+    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.semantic or {}).get("points", [])}
     result.accuracy_points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
                               for p in record.get("points", [])]
-    line = accuracy.below_floor(record, sidecar.get("data", "uniform"))
+    line = accuracy.below_floor(record, sidecar.data)
     if line:
         _fail(result, "accuracy", line)
 
 
-def _check_semantic(sidecar: dict, result: CaseResult) -> None:
+def _check_semantic(sidecar: Sidecar, result: CaseResult) -> None:
     """The program against the model it was lowered from (cortexm.semantic), as the export
     recorded it: the outputs' shapes, dtypes and layouts, and every point within its
     operator's tolerance. Independent of the simulator: a wrong lowering fails here even
     when the runner and the integer reference agree on it."""
     from cortexm.semantic import judge
 
-    semantic = sidecar.get("semantic")
+    semantic = sidecar.semantic
     if not semantic:
         return
     result.stages.append("semantic")
@@ -250,7 +250,7 @@ def _check_memory(bundle: Bundle, simulator, core: Core, options: Options, resul
 
     t = time.perf_counter()
     result.stages.append("memory")
-    isolated = bundle.path(bundle.sidecar["isolated"])
+    isolated = bundle.path(bundle.sidecar.isolated)
     inputs = [bundle.path(name) for name in bundle.names("inputs")]
     runs = []
     for fill in options.fills:
@@ -275,11 +275,11 @@ def _check_memory(bundle: Bundle, simulator, core: Core, options: Options, resul
     result.memory = "ok" if "memory" not in {s for s, _ in result.failures} else "FAIL"
 
 
-def _check_upstream_reference(sidecar: dict, result: CaseResult) -> None:
+def _check_upstream_reference(sidecar: Sidecar, result: CaseResult) -> None:
     """ExecuTorch's Python reference against the integer one, call by call, as recorded at
     export: differences a named finding allows are noted (cortexm.oracle.upstream), any
     other fails the case."""
-    calls = (sidecar.get("upstream_reference") or {}).get("calls") or []
+    calls = (sidecar.upstream_reference or {}).get("calls") or []
     if not calls:
         return
     result.stages.append("upstream-reference")
@@ -325,4 +325,5 @@ def given_program(pte: Path) -> case_registry.Case:
     def not_buildable():
         raise CortexmError(f"{pte} is a given program, not a buildable case")
 
-    return case_registry.Case(sidecar["name"], f"given program {pte}", not_buildable, qtol=int(sidecar.get("qtol", 0)), program=pte)
+    return case_registry.Case(program_name(pte, sidecar), f"given program {pte}", not_buildable, qtol=sidecar.qtol or 0,
+                              program=pte)
