@@ -197,6 +197,20 @@ def test_files_of_another_program_are_not_used(exported, tmp_path):
         Bundle.open(pte).read("add.reference-0.bin")
 
 
+@pytest.mark.parametrize("field, value, said", [("outputs", 5, "its outputs is an integer, not an array"),
+                                                ("inputs", ["x"], "its inputs are not all objects"),
+                                                ("qtol", "1", "its qtol is a string, not an integer")])
+def test_a_sidecar_field_of_another_type_is_one_line(exported, tmp_path, field, value, said):
+    """A sidecar is read into named fields of the types the stages use (cortexm.pte.sidecar.Sidecar):
+    one of another type is named where the sidecar is read, by every command."""
+    pte = _bundle(exported, tmp_path)
+    sidecar = json.loads(pte.with_suffix(".json").read_text())
+    sidecar[field] = value
+    pte.with_suffix(".json").write_text(json.dumps(sidecar))
+    for command in (("inspect", str(pte)), ("verify", str(pte))):
+        _one_error(run_cli(*command), f"add.json: {said}")
+
+
 # --- a verdict is for the content that was built -----------------------------------------------
 
 def _tree_like(source: Path, dest: Path, edit: str | None = None) -> Path:
