@@ -56,9 +56,10 @@ def test_an_edit_of_comments_keeps_the_export_key_and_an_edit_of_code_changes_it
     assert backend_source.fingerprint.__wrapped__(tree) not in (key, broken)
 
 
-def test_an_edit_of_comments_keeps_a_known_defect_recognised_and_an_edit_of_code_does_not(tmp_path):
-    # A contributor's comment in a pass file that carries a known defect must not turn the
-    # defect's expected failures into FAILs (bench/loop.py's comment edit: 103 of them).
+def test_a_known_defect_is_recognised_until_the_code_it_lives_in_changes(tmp_path):
+    # A contributor's comment in a pass file that carries a known defect, or their edit of another
+    # part of it, must not turn the defect's expected failures into FAILs (bench/loop.py's comment
+    # and python edits: 103 and 105 of them); an edit of the code it lives in withdraws it.
     from cortexm.cases import defects
     from cortexm.sources import backend_source
 
@@ -67,12 +68,16 @@ def test_an_edit_of_comments_keeps_a_known_defect_recognised_and_an_edit_of_code
     if found is None:
         pytest.skip("no backends/cortex_m here (pip install executorch==1.5.1)")
     defect = defects.EXECUTORCH_DEAD_WEIGHTS
+    text = found.read_text()
 
-    def applies(appended: bytes, name: str) -> bool:  # a file per content: digests are read once per process
+    def applies(content: str, name: str) -> bool:  # a file per content: digests are read once per process
         copy = tmp_path / name
-        copy.write_bytes(found.read_bytes() + appended)
+        copy.write_text(content)
         return defect.applies("cortex-m7", {"lowering": lambda path: copy if path == rel else None})
 
-    assert applies(b"", "as-released.py")
-    assert applies(b"\n# a contributor's note\n", "commented.py")
-    assert not applies(b"\n_AN_EDIT = 1\n", "edited.py")
+    rule = "use_depthwise_conv = is_depthwise and (batch_size == 1)\n"  # in _get_convolution_replacement
+    assert applies(text, "as-released.py")
+    assert applies(text + "\n# a contributor's note\n", "commented.py")
+    assert applies(text + "\n_AN_EDIT = 1\n", "edited-elsewhere.py")
+    assert applies(text.replace(rule, rule + "    # a note inside\n", 1), "commented-inside.py")
+    assert not applies(text.replace(rule, rule.replace("(batch_size == 1)", "(batch_size == 1) and True"), 1), "edited.py")

@@ -38,6 +38,8 @@ class KnownDefect:
     # A Python file's versions are listed twice: the sha256 of their bytes, then of their syntax
     # tree (syntax_sha256), so that a comment or blank line added keeps the defect recognised, as
     # it keeps the export key (ast.dump's text is that of the Python the digests were taken with).
+    # "FILE.py::f,g" names the functions or classes of FILE.py the defect lives in: only their
+    # syntax trees count (symbols_sha256), so an edit elsewhere in the file keeps it recognised.
     files: tuple[tuple[str, tuple[str, ...]], ...] = ()
     stage: str | tuple[str, ...] = "any"  # the stage(s) the failure shows at; "any" for a user's note
     signature: str = ""  # regex the failure line at that stage matches ("": any line)
@@ -53,8 +55,14 @@ class KnownDefect:
             return True
         find = locate.get(self.component)
         for path, broken in self.files:
+            path, _, symbols = path.partition("::")
             file = find(path) if find else None
-            if file is None or file_sha256(file) in broken or syntax_sha256(file) in broken:
+            if file is None:
+                return True
+            if symbols:
+                if symbols_sha256(file, symbols) in broken:
+                    return True
+            elif file_sha256(file) in broken or syntax_sha256(file) in broken:
                 return True
         return not self.files
 
@@ -93,6 +101,23 @@ def syntax_sha256(path: Path) -> str | None:
         return hashlib.sha256(lowering_content(Path(path))).hexdigest()
     except OSError:
         return None
+
+
+@lru_cache(maxsize=None)
+def symbols_sha256(path: Path, symbols: str) -> str | None:
+    """The syntax trees of the top-level functions or classes `symbols` ("f,g") of a Python file,
+    in that order, as syntax_sha256 counts a file (None: unreadable, or one of them missing)."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    wanted = symbols.split(",")
+    if any(name not in defined for name in wanted):
+        return None
+    return hashlib.sha256("\n".join(ast.dump(defined[name]) for name in wanted).encode()).hexdigest()
 
 
 _TRANSPOSE_CONV_S8 = "Source/ConvolutionFunctions/arm_transpose_conv_s8.c"
@@ -275,9 +300,12 @@ EXECUTORCH_DEAD_WEIGHTS = KnownDefect(
     "way beside the kernel_sum that replaces it (the autoencoder's ten biases, 6,688 B). In executorch 1.5.1 "
     "and main cff6f4dd; not reported upstream as far as its issue tracker shows",
     component="lowering",
-    files=(("backends/cortex_m/passes/aten_to_cortex_m_pass.py",
-            ("76a98dcbe7667d38a814acc9bd47e560ce23105fabc828a2777649a04ebc7f76", "05160ba5411ba78b445ad09a4f84dee28a8184912b1dcff46170b011bc7abad6",  # 1.5.1
-             "b4f143671769f9399f47ac1953e2acb81a9fb2850dba473a1f737b2e00350e7e", "8994e25eff9192aa73d33b06f44d9e9821f861dc91fb53139c3b227106197202")),),  # cff6f4dd
+    # The replacements that make the kernel-layout copies (and, on MVE, the kernel sum): an edit
+    # elsewhere in the file (another operator's replacement, the pass's own code) keeps the defect.
+    files=(("backends/cortex_m/passes/aten_to_cortex_m_pass.py::"
+            "_get_convolution_replacement,_get_transpose_conv2d_replacement,_get_linear_replacement",
+            ("4c6169b6ce5c4f70daa52550cceb5e05ecee88dc9cdaa76cfa4edefa9884959f",  # 1.5.1
+             "f0f0d71cc7a4b429acb1a09353a1f542cdaf1687229eeb3dc554d21d0f56a445")),),  # cff6f4dd
     stage="constants",
     # The constants it leaves: the folded weights and their per-channel quantization parameters.
     signature=r"^(_frozen_param|_scale_|_zero_point_)\d+$",
