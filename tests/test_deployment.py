@@ -20,7 +20,9 @@ from cortexm.pte import load, parse
 
 
 def _survey(pte: Path):
-    return lowering.survey(load(pte).plan(), json.loads(pte.with_suffix(".json").read_text()))
+    from cortexm.pte.sidecar import read_sidecar
+
+    return lowering.survey(load(pte).plan(), read_sidecar(pte))
 
 
 # --- lowering coverage ---------------------------------------------------------------------------
