@@ -39,9 +39,9 @@ from cortexm.base.errors import CortexmError
 from cortexm.base.targets import Core
 from cortexm.lowering import references
 from cortexm.lowering.modelsource import ModelBundle
-from cortexm.lowering.quantize import Quantized, quantize
-from cortexm.lowering.source import ensure_chosen
+from cortexm.lowering.quantize import Quantized, quantize, quiet_loggers
 from cortexm.lowering.stage import stage
+from cortexm.sources import backend_source
 
 SIDECAR_FORMAT = 1
 
@@ -89,9 +89,11 @@ def lower(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", e
     import copy
 
     quantized = source if isinstance(source, Quantized) else quantize(source, layout)
-    ensure_chosen()
+    backend_source.activate_from_environment()
     from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
     from executorch.backends.cortex_m.target_config import CortexMTargetConfig
+
+    quiet_loggers()  # also where the quantized model came from the cache, and quantize() never ran
 
     config = CortexMTargetConfig.from_target_string(core.target_string)
     edge = copy.deepcopy(edge) if edge is not None else to_edge_program(quantized)

@@ -19,12 +19,11 @@ import numpy as np
 
 from cortexm.base.errors import CortexmError
 from cortexm.lowering.modelsource import ModelBundle
-from cortexm.lowering.source import ensure_chosen
 from cortexm.lowering.stage import stage
 from cortexm.sources import backend_source
 
 
-def _quiet_loggers() -> None:
+def quiet_loggers() -> None:
     # Modules that set their own level at import (exir.pass_manager warns on every
     # CortexMPassManager use that PassManager is deprecated; users cannot act on it).
     logging.getLogger("executorch.exir.pass_manager").setLevel(logging.ERROR)
@@ -61,12 +60,12 @@ def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
     if layout not in LAYOUTS:
         raise CortexmError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     backend_source.quiet_lowering_imports()
-    ensure_chosen()
+    backend_source.activate_from_environment()
     import torch
     from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    _quiet_loggers()
+    quiet_loggers()
     if layout == "explicit":
         bundle.example_inputs = tuple(t.contiguous() for t in bundle.example_inputs)
         bundle.calibration = [tuple(t.contiguous() for t in s) for s in bundle.calibration]
@@ -136,7 +135,7 @@ def load_quantized(folder: Path) -> Quantized:
     from cortexm.pte import pt2
 
     backend_source.quiet_lowering_imports()
-    ensure_chosen()
+    backend_source.activate_from_environment()
 
     folder = Path(folder)
     meta = json.loads((folder / "bundle.json").read_text())

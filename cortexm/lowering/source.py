@@ -3,7 +3,9 @@
 cortexm.sources.backend_source puts a chosen tree's backends/cortex_m Python in place; this
 module makes the choice, building CMSIS-NN's buffer-size module from the CMSIS-NN tree
 (cortexm.firmware.helper) first. The build happens here, where a caller asks for it, never
-as a side effect of a lookup below the lowering.
+as a side effect of a lookup below the lowering: the lowering itself only activates what was
+chosen (cortexm.sources.backend_source.activate_from_environment), so the export cache's key
+holds no build code.
 """
 
 from __future__ import annotations
@@ -34,10 +36,3 @@ def choose(executorch_src: str | Path | None = None, cmsis_nn_src: str | Path | 
                                "(--lowering installed lowers with the executorch wheel's own CMSIS-NN module)") from None
     backend_source.activate(tree, helper)
 
-
-def ensure_chosen(progress=None) -> None:
-    """The source chosen in this process or its parent; else the default trees' (choose())."""
-    if backend_source.chosen():
-        backend_source.activate_from_environment()
-    else:
-        choose(None, None, progress)

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from cortexm.base import entries, files, imports, locks, manifest
 from cortexm.base.errors import InputsChanged, storage_error
-from cortexm.lowering.source import ensure_chosen
 from cortexm.sources import backend_source
 from cortexm.sources import cache_dir
 
@@ -66,7 +65,7 @@ def unchanged(entry_key: str, case: str, core: str | None, layout: str, case_fil
     """Raises InputsChanged when the files `entry_key` was computed from (cortexm's code, the
     lowering's backend files, the case file) are no longer what they were: an export made
     meanwhile may hold either content, and is not cached under the key."""
-    ensure_chosen()
+    backend_source.activate_from_environment()
     tree = backend_source.active_tree()
     if core is None:
         now = _quantized_key(_quantization_fingerprint.__wrapped__(tree), case, layout, case_file, fresh=True)
@@ -102,7 +101,7 @@ def _cortexm_and_torch():
 def fingerprint() -> str:
     """What every cached export depends on besides its case: cortexm's code, torch and
     ExecuTorch, the lowering's backend files."""
-    ensure_chosen()
+    backend_source.activate_from_environment()
     return _code_fingerprint(backend_source.active_tree(), backend_source.active_helper())
 
 
@@ -228,7 +227,7 @@ def quantized_key(case: str, layout: str, case_file: Path | None = None) -> str:
     and of the lowering only what quantizes, so an edit of a lowering pass re-runs the passes
     and not the quantization (about a third of an export), and every core shares one."""
     files.check_name(case, "case name")
-    ensure_chosen()
+    backend_source.activate_from_environment()
     return _quantized_key(_quantization_fingerprint(backend_source.active_tree()), case, layout, case_file)
 
 

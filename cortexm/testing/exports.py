@@ -16,7 +16,6 @@ from typing import Callable
 from cortexm.base import children
 from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
 from cortexm.base.targets import Core
-from cortexm.lowering.source import ensure_chosen
 from cortexm.sources import backend_source
 from cortexm.sources.backend_source import quiet_lowering_imports
 from cortexm.testing import cache
@@ -33,7 +32,7 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     from cortexm.base import targets
     from cortexm.lowering import export, modelsource, quantize, writer
 
-    ensure_chosen()
+    backend_source.activate_from_environment()
     if case_file:
         load_case_file(Path(case_file))
     if scope:
