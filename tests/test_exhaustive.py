@@ -40,7 +40,7 @@ def test_packs_stay_within_the_runners_inputs_and_outputs():
     packs = [c for c in registry.REGISTRY.values() if c.parts]
     assert packs and all(len(c.parts) * c.part_inputs <= exhaustive.PACK_INPUTS for c in packs)
     parts = {p for c in packs for p in c.parts}
-    assert all(registry.REGISTRY[p].grid[1] == "exhaustive-part" for p in parts)
+    assert all(registry.REGISTRY[p].grid.level == "exhaustive-part" for p in parts)
 
 
 def test_a_packed_case_is_lowered_as_it_is_alone(exported):

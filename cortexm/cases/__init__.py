@@ -29,7 +29,7 @@ def all_cases(grid: str = "full", scope: dict[str, list] | None = None) -> list[
 
         exhaustive.register_all(scope)
     levels = GRID_LEVELS[grid]
-    return [c for c in registry.REGISTRY.values() if c.grid is None or c.grid[1] in levels]
+    return [c for c in registry.REGISTRY.values() if c.grid is None or c.grid.level in levels]
 
 
 def get(name: str) -> Case:

@@ -223,7 +223,7 @@ def register_all(chosen: dict[str, list] | None = None) -> None:
     """Register every exhaustive case of the scope (`chosen`: --scope's values, parse_scope;
     default: the scopes as SCOPES has them), packed; idempotent."""
     from cortexm.cases import defects, space
-    from cortexm.cases.registry import REGISTRY, register
+    from cortexm.cases.registry import REGISTRY, GridPlace, register
 
     chosen = chosen or {}
     for op in SCOPES:
@@ -235,7 +235,7 @@ def register_all(chosen: dict[str, list] | None = None) -> None:
             if c.name not in REGISTRY:  # another scope may have it already (names are their parameters')
                 register(c.name, f"{op} ({c.scope}) " + ", ".join(f"{k}={v}" for k, v in c.params.items() if k != "seed"),
                          known_failures=known, data=c.params["data"],
-                         grid=(op, "exhaustive" if known else "exhaustive-part", c.params))(
+                         grid=GridPlace(op, "exhaustive" if known else "exhaustive-part", c.params))(
                     lambda op=op, model=model: space.build_sample(op, model))
             if not known:
                 packable.setdefault(c.params["data"], []).append(c)
@@ -248,7 +248,7 @@ def register_all(chosen: dict[str, list] | None = None) -> None:
                 if pack in REGISTRY:
                     continue
                 register(pack, f"{op}: {len(chunk)} exhaustive cases in one program ({data})", data=data,
-                         grid=(op, "exhaustive", None), parts=names, part_inputs=ARITY.get(op, 1))(
+                         grid=GridPlace(op, "exhaustive", None), parts=names, part_inputs=ARITY.get(op, 1))(
                     lambda op=op, chunk=chunk: build_pack(op, [{k: v for k, v in c.params.items() if k != "data"}
                                                               for c in chunk]))
 

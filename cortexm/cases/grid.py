@@ -158,7 +158,7 @@ def register_all() -> None:
     """Register every grid case (both levels); cortexm.testing selects by level."""
     from cortexm.cases import defects
     from cortexm.cases import space
-    from cortexm.cases.registry import register
+    from cortexm.cases.registry import GridPlace, register
 
     for op, grid in GRIDS.items():
         for name, p, level in grid_cases(op):
@@ -166,7 +166,7 @@ def register_all() -> None:
             # A defect's region may depend on how the inputs are placed, which the model does not see.
             known = tuple(getattr(defects, k) for k in space.known_defects(grid.op, {**params, "data": p["data"]}))
             doc = f"{op} " + ", ".join(f"{k}={v}" for k, v in p.items())
-            register(name, doc, known_failures=known, data=p["data"], grid=(op, level, p))(
+            register(name, doc, known_failures=known, data=p["data"], grid=GridPlace(op, level, p))(
                 lambda op=grid.op, params=params: space.build_sample(op, params))
 
 

@@ -9,11 +9,19 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from cortexm.base import files
 from cortexm.cases import defects
 from cortexm.cases.defects import KnownDefect
+
+
+class GridPlace(NamedTuple):
+    """Where a grid case (cortexm.cases.grid) or an exhaustive one (cortexm.cases.exhaustive) sits."""
+
+    op: str  # the operator whose space it is from
+    level: str  # "default" or "full" (grid), "exhaustive" (a packed program) or "exhaustive-part"
+    params: dict | None  # the point in the space (None for a packed program)
 
 
 @dataclass(frozen=True)
@@ -34,9 +42,8 @@ class Case:
     cross_core: str = ""
     # Where example inputs are placed once quantized (cortexm.cases.data.KINDS).
     data: str = "uniform"
-    # For a grid case (cortexm.cases.grid): (operator, level "default" or "full", grid point);
-    # for an exhaustive one (cortexm.cases.exhaustive): level "exhaustive" or "exhaustive-part".
-    grid: tuple | None = None
+    # Where a grid or exhaustive case sits in its operator's space (None: any other case).
+    grid: GridPlace | None = None
     # A packed program: the cases it holds, in branch order, and how many inputs each takes
     # (cortexm.testing.packs judges each on its own output).
     parts: tuple[str, ...] = ()
@@ -73,7 +80,7 @@ REGISTRY: dict[str, Case] = {}
 
 def register(name: str, doc: str, qtol: int = 0, notes: str = "",
              known_failures: dict[str, str] | tuple[KnownDefect, ...] = (), cross_core: str = "",
-             data: str = "uniform", grid: tuple | None = None, parts: tuple[str, ...] = (), part_inputs: int = 1,
+             data: str = "uniform", grid: GridPlace | None = None, parts: tuple[str, ...] = (), part_inputs: int = 1,
              float_ops: dict[str, str] | None = None, deployment: bool = False):
     """Decorator: register `fn` (returning (module, inputs)) as a case.
 

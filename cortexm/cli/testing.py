@@ -99,7 +99,7 @@ def _in_scope(program: str) -> bool:
     from cortexm.cases.registry import REGISTRY
 
     case = REGISTRY.get(program)
-    return bool(case and case.grid and case.grid[1].startswith("exhaustive"))
+    return bool(case and case.grid and case.grid.level.startswith("exhaustive"))
 
 
 def _share(done: int, total: int) -> str:

@@ -17,7 +17,7 @@ def grid_coverage(results: list[CaseResult]) -> dict[str, dict[str, dict[str, bo
     from cortexm.cases import grid
 
     simulated = {r.case for r in results if r.sim == "ok"}
-    ops = {c.grid[0] for c in case_registry.all_cases() if c.grid and c.name in {r.case for r in results}}
+    ops = {c.grid.op for c in case_registry.all_cases() if c.grid and c.name in {r.case for r in results}}
     return {op: grid.coverage(op, simulated) for op in sorted(ops)}
 
 

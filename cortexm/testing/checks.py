@@ -24,8 +24,8 @@ from cortexm.testing.results import Options
 # --- the per-case checks --------------------------------------------------------------
 
 def check(case: case_registry.Case, core: Core, exported: Path | str, options: Options) -> CaseResult:
-    result = CaseResult(case.name, core.name, exhaustive=case.grid[0] if case.grid and
-                        case.grid[1].startswith("exhaustive") else "", deployment=case.deployment)
+    result = CaseResult(case.name, core.name, exhaustive=case.grid.op if case.grid and
+                        case.grid.level.startswith("exhaustive") else "", deployment=case.deployment)
     try:
         _check(case, core, exported, options, result)
     except CortexmError as e:
