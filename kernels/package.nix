@@ -31,8 +31,11 @@ let
     ++ lib.optional (ps.flatc != null) ps.flatc
   );
   # Beside the firmware but no build input (the build driver's key leaves them out too:
-  # NOT_BUILD_INPUTS in cortexm/sources/identity.py): a README edit rebuilds no runner.
-  notBuildInputs = lib.fileset.fileFilter (file: file.hasExt "md" || file.hasExt "nix") ../.;
+  # NOT_BUILD_INPUTS in cortexm/sources/identity.py): a README edit rebuilds no runner. Nor does
+  # an edit of what reads a built runner (its coverage counters, its ELF's sizes).
+  notBuildInputs = lib.fileset.union (lib.fileset.fileFilter (file: file.hasExt "md" || file.hasExt "nix") ../.) (
+    lib.fileset.union ../cortexm/firmware/coverage.py ../cortexm/firmware/size.py
+  );
 in
 stdenvNoCC.mkDerivation {
   pname = "cortexm-kernels-${lib.removePrefix "cortex-" core}";

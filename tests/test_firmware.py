@@ -224,7 +224,7 @@ def test_too_small_method_pool_is_named_with_its_sizes(runners, exported):
 @needs_firmware
 @pytest.mark.parametrize("name", CORES)
 def test_size_adds_up_to_the_elf_sections(runners, name):
-    from cortexm.report.size import footprint
+    from cortexm.firmware.size import footprint
 
     runner = runners[name]
     result = footprint(runner.elf, runner.map_file)

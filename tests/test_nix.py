@@ -428,6 +428,14 @@ def test_a_readme_edit_changes_no_derivation(tmp_path, nix_lib):
         readme = folder / "README.md"
         readme.write_text((readme.read_text() if readme.exists() else "") + "\nAn edit.\n")
     assert evaluate(copy, "drvPaths", tmp_path, nix_lib) == before
+    # What reads a built runner (its coverage, its sizes) is no input of one either.
+    for reader in ("coverage.py", "size.py"):
+        module = copy / "cortexm" / "firmware" / reader
+        module.write_text(module.read_text() + "# an edit\n")
+    readers = evaluate(copy, "drvPaths", tmp_path, nix_lib)
+    for system in SYSTEMS:
+        assert {n: d for n, d in readers[system]["packages"].items() if n.startswith(("runner-", "kernels-"))} == \
+            {n: d for n, d in before[system]["packages"].items() if n.startswith(("runner-", "kernels-"))}, system
     cmake = copy / "kernels" / "CMakeLists.txt"
     cmake.write_text(cmake.read_text() + "# an edit\n")
     after = evaluate(copy, "drvPaths", tmp_path, nix_lib)

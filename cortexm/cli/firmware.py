@@ -235,7 +235,7 @@ def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mode
     """Flash and RAM of a core's runner, by component."""
     from cortexm.firmware import build_runner
     from cortexm.report import table
-    from cortexm.report.size import footprint
+    from cortexm.firmware.size import footprint
     from cortexm.base.targets import core
 
     program = program_path(model) if model else None

@@ -1,6 +1,6 @@
-"""Output: terminal tables and the inspection report (plain when not on a TTY); size.py breaks a
-runner ELF's flash and RAM down by the component each byte came from; fit.py places a program
-and its runner on a board's memory (boards.toml)."""
+"""Output: what a run found (results.py) and its summary, files and merge; terminal tables and the
+inspection report (plain when not on a TTY); fit.py places a program and its runner on a board's
+memory (boards.toml), with the runner's flash and RAM from cortexm.firmware.size."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ stack, each planned buffer, the method and the temp allocator) in bytes, placed 
 profile's regions (boards.toml, or one given on the command line), and by how much each
 region is short where it is.
 
-Code and static data come from the runner's ELF (cortexm.report.size); the program is the
+Code and static data come from the runner's ELF (cortexm.firmware.size); the program is the
 .pte's bytes; the planned buffers are the program's own plan; the allocators, the stack and
 the heap are what the run used (the stack is painted at reset and read back). The runner's
 own copies of the program and its inputs in the simulator's arena are not needs: on a
@@ -90,7 +90,7 @@ def parse_memory_line(log: str) -> dict[str, int]:
 def needs(pte: Path, elf: Path, log: str) -> list[Need]:
     """Every need of `pte` on the runner `elf`, from the run whose log is `log`."""
     from cortexm.pte import load
-    from cortexm.report.size import RESERVED, footprint
+    from cortexm.firmware.size import RESERVED, footprint
 
     measured = parse_memory_line(log)
     found = footprint(elf, elf.with_suffix(".map"))

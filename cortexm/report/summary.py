@@ -78,7 +78,7 @@ def _deployments(rows, options) -> None:
     on the board and what it keeps of its float model's accuracy."""
     from pathlib import Path
 
-    from cortexm.report.size import RESERVED, footprint
+    from cortexm.firmware.size import RESERVED, footprint
     from cortexm.checking.macs import call_macs
 
     if not rows:

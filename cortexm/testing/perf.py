@@ -106,8 +106,8 @@ def _by_op(calls: list) -> dict[str, int]:
 
 
 def runner_sizes(simulators: dict) -> dict[str, dict[str, int]]:
-    """core -> flash and RAM of the runner it ran on (cortexm.report.size)."""
-    from cortexm.report.size import footprint
+    """core -> flash and RAM of the runner it ran on (cortexm.firmware.size)."""
+    from cortexm.firmware.size import footprint
 
     sizes = {}
     for core, simulator in simulators.items():
