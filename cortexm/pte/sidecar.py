@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from functools import lru_cache
+from typing import Any, get_args, get_type_hints
 
 from cortexm.base import files
 from cortexm.base.errors import CortexmError
@@ -60,7 +61,7 @@ class Sidecar:
         for f in fields(cls):
             if f.name == "raw" or data.get(f.name) is None:
                 continue
-            value, kind = data[f.name], _KINDS[f.name]
+            value, kind = data[f.name], _kind(f.name)
             if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
                 raise CortexmError(f"{where}: its {f.name} is {_JSON.get(type(value), 'a value')}, not {_JSON[kind]}")
             if isinstance(value, list) and f.name in ("inputs", "outputs") and not all(isinstance(e, dict) for e in value):
@@ -70,12 +71,11 @@ class Sidecar:
 
 
 _JSON = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "an object", list: "an array"}
-# The JSON type each field must have.
-_KINDS: dict[str, type] = {"name": str, "target": str, "backend": str, "executorch": dict, "layout": str, "qtol": int,
-                           "data": str, "data_targets": dict, "pte_sha256": str, "dialect": str, "isolated": str,
-                           "inputs": list, "outputs": list, "semantic": dict, "accuracy": dict, "calls": list,
-                           "constants": dict, "upstream_reference": dict, "reference_without_helium": list,
-                           "written": dict}
+@lru_cache(maxsize=None)
+def _kind(name: str) -> type:
+    """The JSON type Sidecar's field `name` must have: the one its annotation names besides None."""
+    hint = get_type_hints(Sidecar)[name]
+    return next(t for t in get_args(hint) or (hint,) if t is not type(None))
 
 
 def program_name(pte_path: Path, sidecar: Sidecar | None = None) -> str:
