@@ -134,7 +134,10 @@ def _export_all(pairs: list[tuple[str, Core]], options,
     pool = _pool(jobs)
     futures = {}
     try:
-        pool.submit(backend_source.probe).result()  # a tree whose Python cannot run: one line, not N
+        # A tree whose Python cannot run: one line, not N. One probe per worker: each imports torch
+        # and the tree's lowering at once, not the second one after the first worker's probe.
+        for probe in [pool.submit(backend_source.probe) for _ in range(jobs)]:
+            probe.result()
         futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case)), options.scope): (case, cores)
                    for case, cores in by_case.items()}
         for future in as_completed(futures):
