@@ -132,6 +132,56 @@ def test_html_error_page_saved_as_the_archive(tmp_path, where):
     _nothing_left(tmp_path)
 
 
+def _crafted(*members: tuple[str, str, str]) -> bytes:
+    """A .tar.gz of (name, kind, value) members: kind "dir", "file" (value: its text) or
+    "symlink" (value: its target)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, kind, value in ((f"{TOP}/Include", "dir", ""), *members):
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(value)
+                tar.addfile(info, io.BytesIO(value.encode()))
+                continue
+            info.type, info.linkname = (tarfile.DIRTYPE, "") if kind == "dir" else (tarfile.SYMTYPE, value)
+            tar.addfile(info)
+    return buffer.getvalue()
+
+
+TOP = f"CMSIS-NN-{REV}"
+DEEP = f"{TOP}/d1/d2/d3"
+# An archive that writes outside the folder it unpacks into (TOP's parent, in a temporary
+# folder beside where the tree goes), to where the test sees it (the cache, in tmp_path).
+ESCAPES = {
+    "a dotted path": [(f"{TOP}/../../../escaped.txt", "file", "x")],
+    "through a link to an absolute folder": [(f"{TOP}/out", "symlink", str(Path(__file__).parent)),
+                                             (f"{TOP}/out/escaped.txt", "file", "x")],
+    # Each link's target is inside as text (DEEP/top/../../../.. is TOP), but `top` is TOP
+    # itself, three folders up: through it, `..` leaves the tree.
+    "through a link to a link": [(f"{TOP}/d1", "dir", ""), (f"{TOP}/d1/d2", "dir", ""), (DEEP, "dir", ""),
+                                 (f"{DEEP}/top", "symlink", "../../.."), (f"{DEEP}/up", "symlink", "top/../../../.."),
+                                 (f"{DEEP}/up/escaped.txt", "file", "x")],
+}
+
+
+@pytest.mark.parametrize("python", ["this Python's filter", "without the data filter (before 3.10.12)"])
+@pytest.mark.parametrize("how", sorted(ESCAPES))
+def test_an_archive_that_writes_outside_its_folder_is_refused(tmp_path, where, monkeypatch, how, python):
+    """The archive is checked against its pin only once it is unpacked: until then it is
+    anybody's, and unpacking it may write nothing outside the temporary folder."""
+    if python.startswith("without"):
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    elif not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python has no tarfile data filter (3.10.12, 3.11.4 and later have it)")
+    where["cmsis-nn"]["nar_hash"] = "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+    _serve((_crafted(*ESCAPES[how]), None))
+    path, note = trees.ensure(sources.CMSIS_NN, where, None, offline=False)
+    assert path is None and note.endswith("; nothing installed"), note
+    assert "not a whole" not in note, note  # says what the archive holds
+    assert not list(tmp_path.rglob("escaped.txt")) and not (Path(__file__).parent / "escaped.txt").exists()
+    _nothing_left(tmp_path)
+
+
 def test_unreachable_says_how_to_provide_the_tree(tmp_path, where, monkeypatch):
     monkeypatch.setenv(trees.ARCHIVE_URL_ENV, "http://127.0.0.1:9/{owner}/{repo}/{rev}.tar.gz")  # discard port
     path, note = trees.ensure(sources.CMSIS_NN, where, None, offline=False)

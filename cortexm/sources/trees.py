@@ -16,7 +16,6 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cortexm import sources
 
@@ -96,10 +95,10 @@ def fetch(kind: sources.SourceKind, pins: dict, progress=None) -> tuple[Path, st
         tree = Path(tmp) / "tree"
         try:
             with tarfile.open(archive, "r:gz") as tar:
-                # The "data" filter refuses links and paths out of the folder (Python 3.11.4+).
-                safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                tar.extractall(tree, **safe)
+                _extract(tar, tree, url)
         except (tarfile.TarError, OSError, EOFError) as e:
+            if isinstance(e, getattr(tarfile, "FilterError", ())):  # the "data" filter's refusal
+                raise CortexmError(f"{url}: {e}; nothing installed") from None
             raise CortexmError(f"{url}: the download is not a whole .tar.gz archive ({e}); nothing installed") from None
         tops = list(tree.iterdir())
         if len(tops) != 1 or not (tops[0] / kind.marker).is_file():  # GitHub archives hold one folder, repo-rev/
@@ -111,6 +110,43 @@ def fetch(kind: sources.SourceKind, pins: dict, progress=None) -> tuple[Path, st
         os.replace(tops[0], dest)
     verified = f"NAR hash {got} as pinned" if want else f"UNVERIFIED: NAR hash {got}, pins.toml pins no hash to compare with"
     return dest, verified
+
+
+def _extract(tar: tarfile.TarFile, tree: Path, url: str) -> None:
+    """Every member of `tar` into `tree`, nothing outside it: the archive is checked against
+    its pin only once it is unpacked, so until then it is anybody's. Python's "data" filter
+    where this Python has it (3.10.12, 3.11.4 and later); before those, the same refusals here,
+    member by member against what is on disk by then (a link unpacked earlier is followed)."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(tree, filter="data")
+        return
+    tree.mkdir(parents=True, exist_ok=True)
+    for member in tar:
+        problem = unsafe_member(member, tree)
+        if problem:
+            raise CortexmError(f"{url}: the archive's member {member.name!r} {problem}; nothing installed")
+        member.mode &= 0o755  # no setuid, setgid or sticky bits, no writes by group or others
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        tar.extract(member, tree, set_attrs=not member.issym(), numeric_owner=True)
+
+
+def unsafe_member(member: tarfile.TarInfo, tree: Path) -> str | None:
+    """Why unpacking `member` into `tree` now could reach outside it or make what a source
+    tree never holds, or None. Paths are resolved as the folder is on disk now."""
+    root = os.path.realpath(tree)
+
+    def inside(path: str) -> bool:
+        return os.path.commonpath([root, os.path.realpath(os.path.join(root, path))]) == root
+
+    if os.path.isabs(member.name) or not inside(member.name):
+        return "is a path outside the folder it unpacks into"
+    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+        return "is a device or a pipe, which no source tree holds"
+    target = os.path.join(os.path.dirname(member.name), member.linkname) if member.issym() else member.linkname
+    if (member.issym() or member.islnk()) and (os.path.isabs(member.linkname) or not inside(target)):
+        return f"links outside the folder it unpacks into ({member.linkname})"
+    return None
 
 
 def _download(url: str, target: Path, task, how_else: str) -> None:
