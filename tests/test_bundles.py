@@ -320,3 +320,23 @@ def test_one_case_on_one_core_reads_its_program_and_sidecar_once(exported, monke
                           Options(cores=[core("cortex-m7")], simulators={"cortex-m7": "--sim none"}))
     assert result.status == "NOT RUN" and result.verify == "ok", (result.status, result.reason)
     assert reads == {"program": 1, "sidecar": 1}
+
+
+@needs_firmware
+def test_run_with_a_tree_reads_that_trees_backend(exported, runners, tmp_path):
+    """`run --executorch-src TREE -i IN` computes what the outputs must be for IN with TREE's
+    cortex_m Python (the operators it registers), the tree the runner is built from, not the
+    default tree's. A tree whose backend cannot be imported says so, before anything is built."""
+    from cortexm import sources
+
+    real = sources.locate(sources.EXECUTORCH).path
+    if real is None:
+        pytest.skip(sources.missing_message(sources.EXECUTORCH))
+    pte = _bundle(exported, tmp_path)
+    tree = tmp_path / "other-executorch"
+    shutil.copytree(real / "backends" / "cortex_m", tree / "backends" / "cortex_m")
+    operators = tree / "backends" / "cortex_m" / "ops" / "operators.py"
+    operators.write_text("raise ImportError('the operators of this other tree')\n" + operators.read_text())
+    result = run_cli("run", str(pte), "-t", "cortex-m7", "--executorch-src", str(tree),
+                     "-i", str(tmp_path / "add.input-0.bin"), "-i", str(tmp_path / "add.input-1.bin"))
+    _one_error(result, "the operators of this other tree")

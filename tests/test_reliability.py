@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -247,13 +248,21 @@ def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path)
     assert (keep / "mine.txt").read_text() == "the user's\n"
 
 
-def test_run_audits_before_building(exported):
-    """A program planned for the M7's DSP kernels, run on the M55: refused before any build."""
+def test_run_audits_before_building(exported, tmp_path):
+    """A program planned for the M7's DSP kernels, run on the M55: refused before any build
+    (the tree given has the backend's Python the audit reads, and nothing a runner is built from)."""
+    from cortexm import sources
+
+    real = sources.locate(sources.EXECUTORCH).path
+    if real is None:
+        pytest.skip(sources.missing_message(sources.EXECUTORCH))
+    backend_only = tmp_path / "backend-only"
+    shutil.copytree(real / "backends" / "cortex_m", backend_only / "backends" / "cortex_m")
     pte = str(exported("conv2d", "cortex-m7"))
     verify = run_cli("verify", pte, "--target", "cortex-m55")
     assert verify.returncode == 1, verify.stdout  # scratch sized for DSP; the MVE kernel needs more
     first_problem = next(l for l in verify.stdout.splitlines() if l.startswith("FAIL"))
-    result = run_cli("run", pte, "-t", "cortex-m55", "--executorch-src", "/nonexistent-tree")
+    result = run_cli("run", pte, "-t", "cortex-m55", "--executorch-src", str(backend_only))
     _assert_one_line_error(result, first_problem, "--no-audit")
 
 

@@ -55,7 +55,7 @@ def verify_without_target_or_sidecar_audits_the_cores(lab):
 
 @attack("everyday use", "run a program planned for another core: refused before the build")
 def run_a_program_planned_for_another_core_refused_before_the_bu(lab):
-    r = lab.cli("run", str(lab.exported("conv2d")), "-t", "cortex-m55", "--executorch-src", str(lab.folder("no-tree")))
+    r = lab.cli("run", str(lab.exported("conv2d")), "-t", "cortex-m55", "--executorch-src", str(lab.backend_only_tree()))
     problem = r.one_error_line("scratch", "--no-audit")
     return "cortexm run conv-m7.pte -t cortex-m55", problem + f" ({r.seconds:.0f} s)" if problem else None
 

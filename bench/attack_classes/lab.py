@@ -3,6 +3,7 @@ what a command gave, and the registry the attack classes add themselves to."""
 
 from __future__ import annotations
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,6 +71,19 @@ class Lab:
 
     def relu(self) -> Path:
         return self.exported("relu")
+
+    def backend_only_tree(self) -> Path:
+        """A folder with the ExecuTorch tree's backends/cortex_m and nothing a runner is built
+        from: what an audit reads, and a build of it fails."""
+        from cortexm import sources
+
+        out = self.root / "backend-only"
+        if not out.is_dir():
+            real = sources.locate(sources.EXECUTORCH).path
+            if real is None:
+                raise SystemExit(f"attacks: {sources.missing_message(sources.EXECUTORCH)}")
+            shutil.copytree(real / "backends" / "cortex_m", out / "backends" / "cortex_m")
+        return out
 
 
 Attack = Callable[[Lab], tuple[str, str | None]]  # -> (command, what failed or None)

@@ -12,6 +12,7 @@ from cortexm.base.errors import CortexmError
 from cortexm.cli.options import (
     EXIT_PROBLEMS,
     program_path,
+    read_with_trees,
     say,
     source_options,
     target_option,
@@ -106,6 +107,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
 
     program = program_path(pte)
     target_core = core(target)
+    read_with_trees(executorch_src, cmsis_nn_src)
     if more_inputs and not inputs:
         raise click.UsageError("input files follow --inputs, e.g. --inputs a.bin b.bin")
     given = [*inputs, *more_inputs] or None
@@ -282,6 +284,7 @@ def fit(pte: str, target: str, boards: tuple[str, ...], memory: tuple[str, ...],
 
     program = program_path(pte)
     target_core = core(target)
+    read_with_trees(executorch_src, cmsis_nn_src)
     known = fitting.profiles()
     unknown = [b for b in boards if b not in known]
     if unknown:

@@ -76,6 +76,18 @@ def choose_lowering(executorch_src: str | None, lowering: str = "tree", cmsis_nn
     source.choose(executorch_src, cmsis_nn_src, progress)
 
 
+def read_with_trees(executorch_src: str | None, cmsis_nn_src: str | None) -> None:
+    """A command that builds from the given trees and reads the backend only when it must
+    (`run -i` computes the references again) reads it from those trees too, chosen when first
+    needed, not the default trees' (the root command's default choice)."""
+    from cortexm.lowering import source
+    from cortexm.sources import backend_source
+
+    if executorch_src or cmsis_nn_src:
+        backend_source.choose_by_default(lambda: source.choose(executorch_src, cmsis_nn_src))
+        backend_source.forget_inherited()  # the flags decide, also under another cortexm or a test
+
+
 def fetch_missing_trees(executorch_src: str | None, cmsis_nn_src: str | None, offline: bool, progress) -> None:
     """The main job needs the pinned source trees: fetch what is missing, or say in one line
     why it cannot be had (the run goes on and reports what it could not simulate)."""

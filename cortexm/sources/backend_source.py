@@ -127,6 +127,17 @@ def choose_by_default(choice) -> None:
     _default_choice = choice
 
 
+def forget_inherited() -> None:
+    """Drop the choice this process inherited from its parent's environment (what export
+    workers take), so that the default choice (choose_by_default) decides: a command given
+    its trees reads those, whoever started it. Before the backend is imported only."""
+    if any(name == PACKAGE or name.startswith(PACKAGE + ".") for name in sys.modules):
+        raise CortexmError(f"{PACKAGE} was imported before the lowering source was chosen")
+    os.environ.pop(ENV, None)
+    os.environ.pop(HELPER_ENV, None)
+    _install()
+
+
 def chosen() -> bool:
     """Whether this process (or its parent, for export workers) chose a lowering source."""
     return ENV in os.environ
