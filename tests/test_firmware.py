@@ -196,6 +196,19 @@ def test_cli_run_prints_outputs_and_instructions(runners, exported):
     assert report["outputs"][0]["shape"] == [1, 8, 8, 8] and report["within_tolerance"] is True
 
 
+@needs_firmware
+def test_run_and_test_count_the_same_instructions(runners, tmp_path):
+    """One program, its inputs, one runner: `cortexm run` and `cortexm test` report one count
+    (both time each call, as the performance gate needs: the sum of the calls' counts)."""
+    report = tmp_path / "report.json"
+    done = run_cli("test", "-t", "cortex-m7", "-k", "conv2d_relu", "--grid", "none", "--json", str(report))
+    assert report.is_file(), done.stderr[-2000:]
+    tested = next(r for r in json.loads(report.read_text())["results"] if r["case"] == "conv2d_relu")
+    ran = run_cli("run", tested["pte"], "--target", "cortex-m7", "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["instructions"] == tested["instructions"] > 0
+
+
 # --- selective builds, pools, footprint ----------------------------------------------------
 
 @needs_firmware

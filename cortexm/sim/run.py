@@ -176,7 +176,7 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
     plan = load(pte).plan()
     data = input_bytes(Bundle.open(pte), plan, inputs)
     names = [f"i{k}.bin" for k in range(len(data))]
-    argv = [*sim.command_line(names), *extra_args]
+    argv = [*sim.command_line(names), *sim.protocol.CALLS, *extra_args]
     entry = (memo.key(pte, data, runner.elf, core, argv, simulator)
              if remember and workdir is None and not runner.options.coverage and memo.root() else None)
     recalled = memo.recall(entry, timeout) if entry else None

@@ -110,7 +110,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
         return
     t = time.perf_counter()
     result.stages.append("run")
-    outcome = simulator.run(pte, core, extra_args=CALLS)
+    outcome = simulator.run(pte, core)
     result.seconds["run"] = time.perf_counter() - t
     result.instructions, result.remembered = outcome.instructions, outcome.remembered
     result.calls = call_costs(bundle.program().plan(), outcome.calls)
@@ -216,11 +216,6 @@ def _check_semantic(sidecar: Sidecar, result: CaseResult) -> None:
     for line, details in departures:
         _fail(result, "semantic", line, details)
     result.semantic = "FAIL" if departures else "ok"
-
-
-# The main run times every instruction on its own (the runner's --calls): per-call costs for
-# the performance gate, at no cost to the total.
-CALLS = ("--calls", "1")
 
 
 def _memory_use(log: str) -> dict:
