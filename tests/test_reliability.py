@@ -180,7 +180,9 @@ def test_another_checkout_of_the_project_builds_in_a_folder_of_its_own(runners, 
     with (copy / "kernels" / "CMakeLists.txt").open("a") as f:
         f.write("# another checkout\n")
     monkeypatch.setenv("CORTEXM_FIRMWARE_SRC", str(copy))
-    runner = build_runner("cortex-m7")
+    # Three operators, not the suite's: where it builds is the point, not what (a third of the compiling).
+    runner = build_runner("cortex-m7", ops=("cortex_m::dequantize_per_tensor.out", "cortex_m::quantize_per_tensor.out",
+                                            "cortex_m::quantized_add.out"))
     assert runner.work() is not None and runner.work() != runners["cortex-m7"].work()
     assert f"CMAKE_HOME_DIRECTORY:INTERNAL={copy / 'kernels'}" in (runner.work() / "CMakeCache.txt").read_text()
 
