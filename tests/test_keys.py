@@ -81,3 +81,60 @@ def test_a_known_defect_is_recognised_until_the_code_it_lives_in_changes(tmp_pat
     assert applies(text + "\n_AN_EDIT = 1\n", "edited-elsewhere.py")
     assert applies(text.replace(rule, rule + "    # a note inside\n", 1), "commented-inside.py")
     assert not applies(text.replace(rule, rule.replace("(batch_size == 1)", "(batch_size == 1) and True"), 1), "edited.py")
+
+
+def test_known_defects_are_recognised_from_two_threads_at_once():
+    """The test app checks cases in threads, and each check recognises known defects by the
+    syntax trees of the code they live in. CPython (3.11, 3.12) counts the AST constructor's
+    recursion per interpreter: a parse interrupted by a thread switch (here a finalizer's
+    Python code, run by the garbage collector, with a switch interval of a microsecond) made
+    one fail with "SystemError: AST constructor recursion depth mismatch" (a case's ERROR in
+    a full run, python/cpython#106905). Every parse now holds one lock."""
+    import gc
+    import sys
+    import threading
+    import time
+
+    from cortexm.cases import defects
+
+    source = Path(__file__).resolve().parents[1] / "cortexm" / "lowering" / "export.py"
+
+    class Garbage:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the collector frees it
+
+        def __del__(self) -> None:
+            sum(range(50))  # Python code in the middle of a parse: the other thread may run
+
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def make_garbage() -> None:
+        while not stop.is_set():
+            Garbage()
+            time.sleep(0)  # and let the parsing threads run
+
+    def recognise() -> None:
+        for _ in range(30):
+            try:
+                defects.symbols_sha256.__wrapped__(source, "export,lower")  # what the cache would keep
+                defects.syntax_sha256.__wrapped__(source)
+            except SystemError as e:
+                errors.append(str(e))
+
+    threshold, interval = gc.get_threshold(), sys.getswitchinterval()
+    gc.set_threshold(50)
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=f, daemon=True) for f in (make_garbage, recognise, recognise)]
+        for t in threads:
+            t.start()
+        for t in threads[1:]:
+            t.join(timeout=120)
+    finally:
+        stop.set()
+        threads[0].join(timeout=10)
+        gc.set_threshold(*threshold)
+        sys.setswitchinterval(interval)
+    assert not any(t.is_alive() for t in threads), "the parsing threads did not finish in 2 minutes"
+    assert errors == [], errors[:1]

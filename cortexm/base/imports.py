@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from cortexm.base import syntax
+
 
 def modules(package: Path) -> dict[str, Path]:
     """Dotted module name -> file, for every .py under `package` (a package is its __init__)."""
@@ -50,7 +52,7 @@ def _imports(name: str, mods: dict[str, Path], root: str) -> set[str]:
     path = mods[name]
     here = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(syntax.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -109,7 +111,7 @@ def _imported(file: Path) -> set[tuple[str | Path, bool]]:
     each parent package too; `from M import x` may name a submodule x or an attribute. A
     relative import names the file it reaches."""
     try:
-        tree = ast.parse(file.read_text(errors="replace"), str(file))
+        tree = syntax.parse(file.read_text(errors="replace"), str(file))
     except (SyntaxError, ValueError, OSError):
         return set()
     found: set[tuple[str | Path, bool]] = set()

@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from cortexm.base import syntax
+
 # Stages a failure is reported at (cortexm.report.results.CaseResult.failures).
 STAGES = ("export", "verify", "lowering", "constants", "dialect", "semantic", "accuracy", "run", "memory", "compare", "upstream-reference", "cross-core",
           "upstream-test")
@@ -110,7 +112,7 @@ def symbols_sha256(path: Path, symbols: str) -> str | None:
     import ast
 
     try:
-        tree = ast.parse(Path(path).read_bytes())
+        tree = syntax.parse(Path(path).read_bytes())
     except (OSError, SyntaxError, ValueError):
         return None
     defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}

@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
+from cortexm.base import syntax
 
 PACKAGE = "executorch.backends.cortex_m"
 TREE_SUBDIR = Path("backends") / "cortex_m"
@@ -248,7 +249,7 @@ def lowering_content(file: Path) -> bytes:
     data = file.read_bytes()
     if file.suffix == ".py":
         try:
-            return ast.dump(ast.parse(data)).encode()
+            return ast.dump(syntax.parse(data)).encode()
         except (SyntaxError, ValueError):
             pass
     return data

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from cortexm.base import syntax
+
 BACKEND = "executorch.backends.cortex_m"
 MANAGER = "passes/cortex_m_pass_manager.py"
 ANNOTATION_PASSES = "pass_list_transform_for_annotation"
@@ -45,7 +47,7 @@ def quantization_files(paths: set[str], read: Callable[[str], str]) -> set[str] 
 
 def _annotation_modules(source: str, paths: set[str]) -> set[str] | None:
     """The modules that define the passes the manager runs for annotation."""
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     names = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -63,7 +65,7 @@ def _annotation_modules(source: str, paths: set[str]) -> set[str] | None:
 def _imports(path: str, source: str, paths: set[str]) -> list[str]:
     """The backend files `path` imports."""
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return []
     found = []
