@@ -122,7 +122,7 @@ def _extract(tar: tarfile.TarFile, tree: Path, url: str) -> None:
         return
     tree.mkdir(parents=True, exist_ok=True)
     for member in tar:
-        problem = unsafe_member(member, tree)
+        problem = _unsafe_member(member, tree)
         if problem:
             raise CortexmError(f"{url}: the archive's member {member.name!r} {problem}; nothing installed")
         member.mode &= 0o755  # no setuid, setgid or sticky bits, no writes by group or others
@@ -131,7 +131,7 @@ def _extract(tar: tarfile.TarFile, tree: Path, url: str) -> None:
         tar.extract(member, tree, set_attrs=not member.issym(), numeric_owner=True)
 
 
-def unsafe_member(member: tarfile.TarInfo, tree: Path) -> str | None:
+def _unsafe_member(member: tarfile.TarInfo, tree: Path) -> str | None:
     """Why unpacking `member` into `tree` now could reach outside it or make what a source
     tree never holds, or None. Paths are resolved as the folder is on disk now."""
     root = os.path.realpath(tree)
