@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,6 @@ def exported():
 
 def _missing() -> str | None:
     """Why runner builds and QEMU runs cannot happen here, or None when they can."""
-    import shutil
 
     from cortexm import sources
     from cortexm.firmware.tools import INSTALL_GCC, toolchain_prefix
@@ -124,13 +124,24 @@ def runners(tmp_path_factory):
 @pytest.fixture(scope="session")
 def host_runner(runners):
     """The host build of the runner (AddressSanitizer and UBSan), in the session's build cache."""
-    import shutil
 
     from cortexm.firmware import build_runner
 
     if shutil.which("cc") is None:
         pytest.skip("the host build needs a C/C++ compiler (Debian/Ubuntu: sudo apt install build-essential)")
     return build_runner("host")
+
+
+def backend_only_tree(folder: Path) -> Path:
+    """FOLDER holding a copy of the ExecuTorch tree's backends/cortex_m and nothing a runner is
+    built from (skips without a tree): what `--executorch-src` gives the backend's Python from."""
+    from cortexm import sources
+
+    real = sources.locate(sources.EXECUTORCH).path
+    if real is None:
+        pytest.skip(sources.missing_message(sources.EXECUTORCH))
+    shutil.copytree(real / "backends" / "cortex_m", folder / "backends" / "cortex_m")
+    return folder
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

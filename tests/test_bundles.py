@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MISSING, run_cli
+from conftest import MISSING, backend_only_tree, run_cli
 
 
 def _bundle(exported, tmp_path: Path, case: str = "add") -> Path:
@@ -327,14 +327,8 @@ def test_run_with_a_tree_reads_that_trees_backend(exported, runners, tmp_path):
     """`run --executorch-src TREE -i IN` computes what the outputs must be for IN with TREE's
     cortex_m Python (the operators it registers), the tree the runner is built from, not the
     default tree's. A tree whose backend cannot be imported says so, before anything is built."""
-    from cortexm import sources
-
-    real = sources.locate(sources.EXECUTORCH).path
-    if real is None:
-        pytest.skip(sources.missing_message(sources.EXECUTORCH))
+    tree = backend_only_tree(tmp_path / "other-executorch")
     pte = _bundle(exported, tmp_path)
-    tree = tmp_path / "other-executorch"
-    shutil.copytree(real / "backends" / "cortex_m", tree / "backends" / "cortex_m")
     operators = tree / "backends" / "cortex_m" / "ops" / "operators.py"
     operators.write_text("raise ImportError('the operators of this other tree')\n" + operators.read_text())
     result = run_cli("run", str(pte), "-t", "cortex-m7", "--executorch-src", str(tree),

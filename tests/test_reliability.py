@@ -8,12 +8,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
 
-from conftest import MISSING, run_cli
+from conftest import MISSING, backend_only_tree, run_cli
 from test_cli_errors import _assert_one_line_error
 
 needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
@@ -253,13 +252,7 @@ def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path)
 def test_run_audits_before_building(exported, tmp_path):
     """A program planned for the M7's DSP kernels, run on the M55: refused before any build
     (the tree given has the backend's Python the audit reads, and nothing a runner is built from)."""
-    from cortexm import sources
-
-    real = sources.locate(sources.EXECUTORCH).path
-    if real is None:
-        pytest.skip(sources.missing_message(sources.EXECUTORCH))
-    backend_only = tmp_path / "backend-only"
-    shutil.copytree(real / "backends" / "cortex_m", backend_only / "backends" / "cortex_m")
+    backend_only = backend_only_tree(tmp_path / "backend-only")
     pte = str(exported("conv2d", "cortex-m7"))
     verify = run_cli("verify", pte, "--target", "cortex-m55")
     assert verify.returncode == 1, verify.stdout  # scratch sized for DSP; the MVE kernel needs more
