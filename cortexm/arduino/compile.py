@@ -21,7 +21,7 @@ from pathlib import Path
 from cortexm.base import children
 from cortexm.base.errors import CortexmError
 from cortexm.firmware import tools
-from cortexm.firmware.commands import builds_dir, first_problem
+from cortexm.firmware.commands import build_environment, builds_dir, first_problem
 from cortexm.sources.identity import files_digest
 from cortexm.base.targets import Core
 
@@ -83,7 +83,8 @@ def compile_library(library: Path, core: Core, core_include: Path, jobs: int = 2
     (work / "build.ninja").write_text("".join(rules + builds))
     log = work / "compile.log"
     with open(log, "w") as f:
-        done = children.run([ninja, "-C", str(work), "-k", "0", "-j", str(jobs)], stdout=f, stderr=subprocess.STDOUT)
+        done = children.run([ninja, "-C", str(work), "-k", "0", "-j", str(jobs)], stdout=f, stderr=subprocess.STDOUT,
+                            env=build_environment())
     if done.returncode != 0:
         raise CortexmError(f"compiling {library.name} for {core.name} failed: "
                            f"{first_problem(log.read_text(errors='replace'))} (log: {log})")

@@ -20,6 +20,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from cortexm.base import trust
 from cortexm.base.errors import CortexmError
 
 _HELD: dict[str, object] = {}  # lock path -> its open file, for as long as the process lives
@@ -27,7 +28,10 @@ _HELD: dict[str, object] = {}  # lock path -> its open file, for as long as the 
 
 def _lock_file(place: Path) -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = Path(base) / "cortexm" / "locks"
+    # Another user who could write here could plant a link where a lock file goes, and the lock
+    # would write through it.
+    folder = trust.require_private(Path(base) / "cortexm" / "locks", "lock folder",
+                                   "set XDG_CACHE_HOME to a folder of your own")
     folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(str(Path(place).resolve()).encode()).hexdigest()[:32]
     return folder / f"{key}.lock"

@@ -180,6 +180,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
         names += [c for c in EXTRA_CORES if c not in names]
     cores = [core_named(n) for n in names]
     started = time.perf_counter()
+    app.require_trusted_caches()
     with Progress() as progress:
         if sim != "none":
             fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)

@@ -24,7 +24,7 @@ from typing import Callable
 
 from cortexm import sources
 
-from cortexm.base import locks, manifest
+from cortexm.base import locks, manifest, trust
 from cortexm.base.errors import CortexmError, InputsChanged
 from cortexm.firmware import paths, tools
 from cortexm.firmware.commands import BUILD_CACHE_ENV, _run, build_jobs, builds_dir, first_problem  # noqa: F401
@@ -262,6 +262,8 @@ def _prebuilt(core: Core, board: str, ops: tuple[str, ...], options: BuildOption
     """A runner built elsewhere ($CORTEXM_RUNNERS) for this core, board, operators and options,
     and from the trees found here (where one is found): never one built from other content."""
     for folder in filter(None, os.environ.get(RUNNERS_ENV, "").split(os.pathsep)):
+        trust.require_private(folder, f"prebuilt runner folder (${RUNNERS_ENV})",
+                              f"leave it out of {RUNNERS_ENV}, or make it yours", make=False)
         runner = _load_cached(Path(folder), core, say, remove=False)  # not ours to remove
         if runner is None or (runner.board, runner.ops, runner.options) != (board, ops, options):
             continue

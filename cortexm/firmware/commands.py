@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from cortexm import sources
-from cortexm.base import children
+from cortexm.base import children, trust
 from cortexm.base.errors import CortexmError, StorageError
 
 BUILD_CACHE_ENV = "CORTEXM_BUILD_CACHE"
@@ -18,7 +18,8 @@ BUILD_CACHE_ENV = "CORTEXM_BUILD_CACHE"
 
 def builds_dir() -> Path:
     """~/.cache/cortexm/builds, or $CORTEXM_BUILD_CACHE (CI caches, tests)."""
-    return Path(os.environ.get(BUILD_CACHE_ENV) or sources.cache_dir() / "builds")
+    return trust.require_private(Path(os.environ.get(BUILD_CACHE_ENV) or sources.cache_dir() / "builds"),
+                                 "runner build cache", f"set {BUILD_CACHE_ENV} to a folder of your own")
 
 
 def build_jobs() -> int:
@@ -28,11 +29,28 @@ def build_jobs() -> int:
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
+# What the environment could slip into a compile or a link without entering a build's key: the
+# flags CMake reads from the environment on a first configure, its own settings, and what GCC
+# reads (include and library paths, its own location). A build is what its key says, so builds
+# run without them (as Nix builds do). Nix's own compiler wrapper variables (NIX_*) stay: there
+# the derivation is the key.
+_BUILD_ENV_DROPPED = ("CFLAGS", "CXXFLAGS", "CPPFLAGS", "ASMFLAGS", "LDFLAGS", "CC", "CXX", "ASM", "CPATH",
+                     "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH",
+                     "GCC_EXEC_PREFIX", "GCC_COMPARE_DEBUG", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES",
+                     "MAKEFLAGS", "NINJA_STATUS")
+
+
+def build_environment() -> dict[str, str]:
+    """This process's environment without what would change a build behind its key."""
+    return {k: v for k, v in os.environ.items() if k not in _BUILD_ENV_DROPPED and not k.startswith("CMAKE_")}
+
+
 def _run(work: Path, command: list[str], log_name: str, what: str, task=None) -> None:
-    """Runs a build step into its log; ninja's [N/M] lines move `task` along."""
+    """Runs a build step into its log, in build_environment(); ninja's [N/M] lines move `task` along."""
     log = work / log_name
     with open(log, "w") as f, children.started(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, text=True, errors="replace") as process:
+                                               stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                               env=build_environment()) as process:
         assert process.stdout is not None  # stdout=PIPE
         for line in process.stdout:
             f.write(line)

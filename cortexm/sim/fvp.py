@@ -68,7 +68,8 @@ class Fvp:
     def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> SimResult:
         """Runs `elf` (built for the FVP's board) with `workdir` as the semihosting folder."""
         command = self.command(Path(elf), core, Path(workdir), argv, timeout)
-        return run_process(command, Path(workdir), timeout + 30)
+        # The FVP listens on TCP ports for its terminals, started or not: it keeps the network.
+        return run_process(command, Path(workdir), timeout + 30, network=True)
 
     def memory_args(self, fill: int) -> tuple[str, ...]:
         """The memory oracle on a simulated core: guard regions around every planned buffer."""

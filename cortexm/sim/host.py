@@ -8,6 +8,7 @@ given --trace 1, prints each instruction before it runs), what was accessed and 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -39,11 +40,22 @@ class Host:
 
     def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> SimResult:
         return run_process(self.command(Path(elf), core, argv), Path(workdir), timeout,
-                           env={**os.environ, **SANITIZER_ENV})
+                           env={**os.environ, **SANITIZER_ENV}, also_writes=_counters_folder(Path(elf)))
 
     def memory_args(self, fill: int) -> tuple[str, ...]:
         """The memory oracle here is AddressSanitizer on exact-size buffers: no guards."""
         return ("--fill", str(fill))
+
+
+def _counters_folder(elf: Path) -> tuple[str, ...]:
+    """Where a hosted coverage build's libgcov adds a run's counters (beside its objects, in the
+    CMake folder its build.json names), which the confined run may write; none otherwise."""
+    try:
+        record = json.loads((elf.parent / "build.json").read_text())
+        coverage, work = record["inputs"]["options"]["coverage"], record.get("work")
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+    return (str(elf.parent.parent / work),) if coverage and work else ()
 
 
 _INSTRUCTION = re.compile(r"^I instruction (\d+)$", re.MULTILINE)

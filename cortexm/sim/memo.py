@@ -2,7 +2,8 @@
 the same programs starts no simulator for them.
 
 A run is decided by the program's bytes, the bytes of its inputs, the runner's ELF, the core, the
-runner's command line, the simulator (its kind and the executable's path, size and time) and
+runner's command line, the simulator (its kind, the content of the binary it resolves to and its
+`--version`) and
 cortexm.sim's own code (the command it builds). A run that succeeded is stored with its log and
 raw outputs; asked again with a limit above the time it took, it is answered from here, and its
 result says so (`SimResult.remembered`). A failure is never stored: a timeout follows the
@@ -18,10 +19,11 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from cortexm.base import entries
+from cortexm.base import children, entries, trust
 from cortexm.sim.protocol import SimResult
 from cortexm.sources import cache_dir, identity
 
@@ -35,7 +37,8 @@ def root() -> Path | None:
     given = os.environ.get("CORTEXM_RUN_CACHE")
     if given == OFF:
         return None
-    return Path(given) if given else cache_dir() / "runs"
+    return trust.require_private(Path(given) if given else cache_dir() / "runs", "run store",
+                                 "set CORTEXM_RUN_CACHE to a folder of your own (`off`: no store)")
 
 
 def key(program: Path, inputs: list[bytes], elf: Path, core, argv: list[str], simulator) -> str:
@@ -83,12 +86,29 @@ def remember(entry: str, result: SimResult, raw: list[bytes]) -> None:
 
 
 def _executable(found: str) -> str:
-    """The simulator's executable as path, size and modification time (the host runs the runner
-    itself: its ELF is in the key already)."""
+    """The simulator as the content of the binary it resolves to and what it says its version
+    is: another QEMU behind the same name (a version manager's shim, an upgrade) is another
+    simulator. (The host runs the runner itself: its ELF is in the key already.)"""
     if not os.path.isfile(found):
         return found
-    stat = os.stat(found)
-    return f"{os.path.realpath(found)}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    real = os.path.realpath(found)
+    stat = os.stat(real)
+    return _identity(real, stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@lru_cache(maxsize=None)
+def _identity(real: str, _size: int, _mtime: int, _inode: int) -> str:
+    """Once per process and binary as it is on disk (the arguments after `real` say which)."""
+    digest = hashlib.sha256()
+    with open(real, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    try:
+        said = children.run([real, "--version"], timeout=30, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT).stdout.decode(errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
+        said = "(no answer to --version)"
+    return f"{digest.hexdigest()}\0{said.strip()}"
 
 
 @lru_cache(maxsize=None)

@@ -10,13 +10,18 @@ project's runner, when the exit status is not 0.
 
 from __future__ import annotations
 
+import collections
+import os
 import re
+import select
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cortexm.base import children
+from cortexm.sim import confine
 
 PROGRAM = "program.pte"
 OUTPUT_BASE = "out"
@@ -100,13 +105,74 @@ def output_path(workdir: Path, index: int, output_base: str = OUTPUT_BASE) -> Pa
     return Path(workdir) / f"{output_base}-{index}.bin"
 
 
-def run_process(command: list[str], workdir: Path, timeout: float, env: dict | None = None) -> SimResult:
-    """Runs a simulator to its end; the log is stdout and stderr together."""
+def run_process(command: list[str], workdir: Path, timeout: float, env: dict | None = None,
+                network: bool = False, also_writes: tuple[str, ...] = ()) -> SimResult:
+    """Runs a simulator to its end, confined to `workdir` and the folders `also_writes`
+    (cortexm.sim.confine; `network`: it may use TCP); the log is stdout and stderr together, at
+    most LOG_HEAD + LOG_TAIL bytes of it.
+
+    The limit is the simulator's whole process group's: when the simulator ends or its time is
+    up, whatever it left in its group is stopped, and output still held open by a process that
+    left the group is read for at most LATE_OUTPUT seconds more."""
     started = time.monotonic()
-    try:
-        done = children.run(command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        log = (e.stdout or b"").decode(errors="replace")
-        return SimResult(-1, log, command, time.monotonic() - started, timed_out=True)
-    return SimResult(done.returncode, done.stdout.decode(errors="replace"), command, time.monotonic() - started)
+    log = _BoundedLog()
+    with children.started(confine.command(command, str(workdir), network, also_writes), cwd=workdir, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
+        assert process.stdout is not None  # stdout=PIPE
+        reader = threading.Thread(target=log.read, args=(process.stdout.fileno(),), daemon=True)
+        reader.start()
+        try:
+            process.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            # Stopped (Ctrl-Z) past its deadline, it may have ended in time all the same.
+            timed_out = process.poll() is None
+        children.kill_group(process)
+        reader.join(LATE_OUTPUT)
+        log.stop.set()
+        reader.join()
+        process.stdout.close()
+    seconds = time.monotonic() - started
+    return SimResult(-1 if timed_out else process.returncode, log.text(), command, seconds, timed_out=timed_out)
+
+
+# The log kept of one run: its beginning and its end (a runner's verdict lines come last),
+# whatever a simulator prints without end; the rest is counted.
+LOG_HEAD = 1 << 20
+LOG_TAIL = 1 << 20
+LATE_OUTPUT = 1.0  # seconds: output of a process that left the simulator's group, after it ended
+
+
+class _BoundedLog:
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_bytes = 0
+        self.dropped = 0
+        self.stop = threading.Event()
+
+    def read(self, fd: int) -> None:
+        while not self.stop.is_set():
+            if not select.select([fd], [], [], 0.1)[0]:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            self._keep(chunk)
+
+    def _keep(self, chunk: bytes) -> None:
+        room = LOG_HEAD - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_bytes += len(chunk)
+        while self.tail_bytes - len(self.tail[0]) >= LOG_TAIL:
+            self.tail_bytes -= len(self.tail[0])
+            self.dropped += len(self.tail.popleft())
+
+    def text(self) -> str:
+        middle = f"\n[cortexm: {self.dropped:,} bytes of the simulator's output not kept]\n".encode() if self.dropped else b""
+        return (bytes(self.head) + middle + b"".join(self.tail)).decode(errors="replace")

@@ -45,7 +45,7 @@ class Qemu:
         args = ",".join(f"arg={a.replace(',', ',,')}" for a in [*argv, "--icount-shift", str(ICOUNT_SHIFT)])
         return [
             binary, "-M", core.qemu_machine, "-cpu", core.name,
-            "-nographic", "-monitor", "none", "-serial", "none",
+            "-nographic", "-monitor", "none", "-serial", "none", "-nic", "none",  # no network for the guest
             "-semihosting-config", f"enable=on,target=native,{args}",
             "-icount", f"shift={ICOUNT_SHIFT}",
             "-kernel", str(elf),

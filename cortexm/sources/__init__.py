@@ -58,6 +58,12 @@ def locate(kind: SourceKind, explicit: str | Path | None = None) -> Located:
             return Located(kind, path.resolve(), origin)
     path = default_path(kind)
     if (path / kind.marker).is_file():
+        # Its code is built into runners and (ExecuTorch's) imported: a tree found by default, not
+        # named by the user, is used only when no one else can have put it there.
+        from cortexm.base import trust
+
+        trust.require_private(path, f"default {kind.name} tree", f"pass {kind.flag} or set {kind.env} to a tree of your "
+                              "choice", make=False)
         return Located(kind, path, "default")
     return Located(kind, None, "")
 

@@ -47,7 +47,18 @@ def select_cases(options: Options) -> list[case_registry.Case]:
 
 # --- running everything ----------------------------------------------------------------
 
+def require_trusted_caches() -> None:
+    """The folders whose content becomes verdicts (exports, the run store): one that others can
+    write stops the run now, in one line (cortexm.base.trust), before anything is built."""
+    from cortexm.sim import memo
+    from cortexm.testing import cache
+
+    cache.root()
+    memo.root()
+
+
 def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
+    require_trusted_caches()
     selected = select_cases(options)
     pairs = [(c.name, core) for core in options.cores for c in selected]
     t = time.perf_counter()

@@ -24,7 +24,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm.base import entries, files, imports, locks, manifest
+from cortexm.base import entries, files, imports, locks, manifest, trust
 from cortexm.base.errors import InputsChanged, storage_error
 from cortexm.sources import backend_source
 from cortexm.sources import cache_dir
@@ -132,7 +132,8 @@ def case_file_digest(case_file: Path) -> str:
 
 
 def root() -> Path:
-    return Path(os.environ.get("CORTEXM_EXPORT_CACHE") or cache_dir() / "exports")
+    return trust.require_private(Path(os.environ.get("CORTEXM_EXPORT_CACHE") or cache_dir() / "exports"),
+                                 "export cache", "set CORTEXM_EXPORT_CACHE to a folder of your own")
 
 
 def check_writable() -> None:
