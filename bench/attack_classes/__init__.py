@@ -1,5 +1,5 @@
 """The attacks of bench/attacks.py, one module per class, in the order they run (and were
-found: the round 4 classes last)."""
+found: the round 5 classes last)."""
 
 from attack_classes import (  # noqa: F401 - each registers its attacks
     user_files,
@@ -20,4 +20,5 @@ from attack_classes import (  # noqa: F401 - each registers its attacks
     writers,
     locks,
     reports,
+    trust,
 )
