@@ -181,7 +181,7 @@ def test_a_departure_line_puts_the_call_arguments_beside_the_models_quantization
 
 # --- does it fit -------------------------------------------------------------------------------------
 
-def test_needs_are_placed_first_fit_on_a_boards_regions():
+def test_needs_are_placed_whole_on_a_boards_regions():
     from cortexm.report import fit
 
     profile = fit.given_profile(["flash=64K", "ram=32K", "sram=16K:arena"])

@@ -4,9 +4,9 @@ What enters: a .pte, the runner built for its operators alone (what a deployment
 the log of one run of it on a simulated core, whose last line the runner writes as
 `I memory: program .., planned .., method allocator X of .., temp allocator Y of .., ...,
 stack S of .., heap H of ..`. What leaves: each need (code, program, static data, heap,
-stack, each planned buffer, the method and the temp allocator) in bytes, placed on a board
-profile's regions (boards.toml, or one given on the command line), and by how much each
-region is short where it is.
+stack, each planned buffer, the method and the temp allocator) in bytes, placed whole on a
+board profile's regions (boards.toml, or one given on the command line) whenever they can
+be, and else the fewest bytes that find no room.
 
 Code and static data come from the runner's ELF (cortexm.firmware.size); the program is the
 .pte's bytes; the planned buffers are the program's own plan; the allocators, the stack and
@@ -20,11 +20,14 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
 
 ROLES = ("code", "program", "data", "heap", "stack", "arena")
+# Steps `place` may take per question: a real program's needs take a handful (docs/deployment.md times it).
+SEARCH_STEPS = 50_000
 _MEMORY = re.compile(r"I memory: program (\d+) B, planned (\d+) B, method allocator (\d+) of \d+ B, "
                      r"temp allocator (\d+) of \d+ B, arena \d+ of \d+ B(?:, stack (\d+) of \d+ B, heap (\d+) of \d+ B)?")
 
@@ -56,9 +59,15 @@ class Profile:
 
 @dataclass
 class Verdict:
+    """Where `place` put each need. `unplaced`: what a placement leaving the fewest bytes without
+    room leaves out (the fewest found, if the search stopped), what the board is short of.
+    `least`: what is proven, the bytes every placement leaves out at least; below the unplaced
+    bytes only if the search stopped, and 0 with needs unplaced if it is not known whether all
+    can be placed."""
     profile: Profile
     regions: list[Region]
     unplaced: list[Need]
+    least: int
 
     @property
     def fits(self) -> bool:
@@ -71,8 +80,12 @@ class Verdict:
             return f"FITS {self.profile.name}: {used}"
         short = sum(n.nbytes for n in self.unplaced)
         missing = ", ".join(f"{n.what} {n.nbytes:,} B" for n in self.unplaced[:4])
-        return (f"DOES NOT FIT {self.profile.name}: {short:,} B find no room ({missing}"
-                f"{', ...' if len(self.unplaced) > 4 else ''}); {used}")
+        missing += ", ..." if len(self.unplaced) > 4 else ""
+        if not self.least:
+            return (f"UNDECIDED {self.profile.name}: the search stopped before it found a placement or proved there is "
+                    f"none; the best it found leaves {short:,} B without room ({missing}); {used}")
+        stopped = f"; the search stopped: at least {self.least:,} B must" if self.least < short else ""
+        return f"DOES NOT FIT {self.profile.name}: {short:,} B find no room ({missing}{stopped}); {used}"
 
 
 def parse_memory_line(log: str) -> dict[str, int]:
@@ -105,19 +118,127 @@ def needs(pte: Path, elf: Path, log: str) -> list[Need]:
     return result
 
 
-def place(needs_: list[Need], profile: Profile) -> Verdict:
-    """First fit, largest need first: each need whole in the first region that holds its role
-    and has room."""
+def place(needs_: list[Need], profile: Profile, steps: int = SEARCH_STEPS) -> Verdict:
+    """Each need whole in a region that holds its role and has room, whenever such a placement
+    exists; when none does, a placement that leaves the fewest bytes without room.
+
+    Needs go largest first, each tried in the regions in the order the profile lists them, so
+    the placement is first fit's wherever first fit finds one; the search (_Search) backs up
+    from a choice only when it leaves the rest no room. Each of its two questions (is there a
+    placement; which leaves the fewest bytes out) stops after `steps` steps: no realistic
+    input comes near, and the verdict says what a stopped search did not prove."""
+    order = sorted((n for n in needs_ if n.nbytes), key=lambda n: -n.nbytes)  # a need of 0 B takes no room
+    search = _Search(order, profile.regions, steps)
+    choice = search.run(limit=1)  # a placement that leaves nothing out
+    least = 0
+    if choice is None:  # there is none (the search finished), or none was found in time
+        none_fits = search.finished
+        first_fit = search.first_fit()
+        better = search.run(limit=search.left_out(first_fit))
+        choice = first_fit if better is None else better
+        least = search.left_out(choice) if search.finished else max(search.bound(0, [0] * len(profile.regions)),
+                                                                    int(none_fits))
     regions = [Region(name, size, holds) for name, size, holds in profile.regions]
     unplaced = []
-    for need in sorted(needs_, key=lambda n: -n.nbytes):
-        region = next((r for r in regions if need.role in r.holds and r.used + need.nbytes <= r.nbytes), None)
-        if region is None:
+    for need, k in zip(order, choice):
+        if k is None:
             unplaced.append(need)
             continue
-        region.used += need.nbytes
-        region.placed.append(need)
-    return Verdict(profile, regions, unplaced)
+        regions[k].used += need.nbytes
+        regions[k].placed.append(need)
+    return Verdict(profile, regions, unplaced, least)
+
+
+class _OutOfSteps(Exception):
+    pass
+
+
+class _Search:
+    """Branch and bound for the fewest bytes left without room. A node is the next need (largest
+    first) and each region's load; its children put that need in each region that holds its
+    role and has room, in the profile's order, then leave it out. A node is cut when the bytes
+    already left out plus a lower bound on what the rest must leave out reach the best
+    placement's. The bound is Hall's theorem in deficiency form: the needs that only a set U of
+    regions may hold leave out at least their bytes less U's free bytes (the exact answer if
+    needs could be split), for every U the needs' roles make. What a finished node taught is
+    kept by its loads, and a region the same as an earlier one (size, roles and load) is not
+    tried again."""
+
+    def __init__(self, needs: list[Need], regions: tuple[tuple[str, int, tuple[str, ...]], ...], steps: int):
+        self.sizes = [n.nbytes for n in needs]
+        self.capacity = [size for _, size, _ in regions]
+        self.allowed = [[k for k, (_, _, holds) in enumerate(regions) if n.role in holds] for n in needs]
+        self.twins = [[j for j in range(k) if regions[j][1:] == regions[k][1:]] for k in range(len(regions))]
+        unions = {sum(1 << k for k in allowed) for allowed in self.allowed}
+        while more := {a | b for a in unions for b in unions} - unions:
+            unions |= more
+        self.bounds = []  # U's regions, and for each i the bytes of needs i.. that only U may hold less U's size
+        for union in sorted(unions):
+            inside = [k for k in range(len(regions)) if union >> k & 1]
+            only = [size if all(union >> k & 1 for k in allowed) else 0 for size, allowed in zip(self.sizes, self.allowed)]
+            excess = list(accumulate(reversed(only), initial=-sum(self.capacity[k] for k in inside)))[::-1]
+            self.bounds.append((inside, excess))
+        self.budget = steps
+        self.known: dict[tuple[int, tuple[int, ...]], int] = {}  # node -> bytes its rest leaves out at least
+        self.best, self.steps, self.finished = 0, 0, True
+        self.best_choice: list[int | None] | None = None
+
+    def first_fit(self) -> list[int | None]:
+        """Each need in the first region that holds it and has room (None: none has)."""
+        loads = [0] * len(self.capacity)
+        choice: list[int | None] = []
+        for size, allowed in zip(self.sizes, self.allowed):
+            k = next((k for k in allowed if loads[k] + size <= self.capacity[k]), None)
+            if k is not None:
+                loads[k] += size
+            choice.append(k)
+        return choice
+
+    def run(self, limit: int) -> list[int | None] | None:
+        """Each need's region (None: left out) in a placement that leaves out fewer than `limit`
+        bytes and the fewest it can, or None if there is none; `finished` says whether the
+        search ran to its end (if not, the answer is the best found, and None proves nothing)."""
+        self.best, self.best_choice, self.steps, self.finished = limit, None, 0, True
+        try:
+            self._visit(0, [0] * len(self.capacity), 0, [])
+        except _OutOfSteps:
+            self.finished = False
+        return self.best_choice
+
+    def left_out(self, choice: list[int | None]) -> int:
+        return sum(size for size, k in zip(self.sizes, choice) if k is None)
+
+    def bound(self, i: int, loads: list[int]) -> int:
+        """Bytes that needs i.. leave without room at least, with the regions so loaded."""
+        return max([0] + [excess[i] + sum(map(loads.__getitem__, inside)) for inside, excess in self.bounds])
+
+    def _visit(self, i: int, loads: list[int], out: int, choice: list[int | None]) -> None:
+        key = (i, tuple(loads))
+        bound = max(self.known.get(key, 0), self.bound(i, loads))
+        if out + bound >= self.best:
+            return
+        if i == len(self.sizes):
+            self.best, self.best_choice = out, list(choice)
+            return
+        self.steps += 1
+        if self.steps > self.budget:
+            raise _OutOfSteps
+        size = self.sizes[i]
+        for k in self.allowed[i]:
+            if loads[k] + size > self.capacity[k] or any(loads[j] == loads[k] for j in self.twins[k]):
+                continue
+            loads[k] += size
+            choice.append(k)
+            self._visit(i + 1, loads, out, choice)
+            choice.pop()
+            loads[k] -= size
+            if out + bound >= self.best:
+                break
+        else:
+            choice.append(None)
+            self._visit(i + 1, loads, out + size, choice)
+            choice.pop()
+        self.known[key] = max(self.known.get(key, 0), self.best - out)
 
 
 def profiles() -> dict[str, Profile]:
