@@ -60,7 +60,7 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
-class _Args:
+class CallArguments:
     """A call's arguments by name, each checked before it goes to CMSIS-NN: pybind11 would
     refuse a value outside int32 with a page of text, and CMSIS-NN divides by strides."""
 
@@ -122,7 +122,7 @@ def _call(cm, function: str, backend, **kwargs) -> int:
     return size
 
 
-def _conv(cm, backend, a: _Args, nhwc: bool) -> list[int]:
+def _conv(cm, backend, a: CallArguments, nhwc: bool) -> list[int]:
     return [_call(
         cm, "convolve_wrapper_buffer_size", backend,
         input_nhwc=a.nhwc("input", nhwc), filter_nhwc=a.shape("weight", 4), output_nhwc=a.nhwc("out", nhwc),
@@ -130,7 +130,7 @@ def _conv(cm, backend, a: _Args, nhwc: bool) -> list[int]:
     )]
 
 
-def _depthwise(cm, backend, a: _Args, nhwc: bool) -> list[int]:
+def _depthwise(cm, backend, a: CallArguments, nhwc: bool) -> list[int]:
     _, kh, kw, c_out = a.shape("weight", 4)  # IHWO after the backend's conversion
     return [_call(
         cm, "depthwise_conv_wrapper_buffer_size", backend,
@@ -139,7 +139,7 @@ def _depthwise(cm, backend, a: _Args, nhwc: bool) -> list[int]:
     )]
 
 
-def _transpose_conv(cm, backend, a: _Args, nhwc: bool) -> list[int]:
+def _transpose_conv(cm, backend, a: CallArguments, nhwc: bool) -> list[int]:
     common = dict(input_nhwc=a.nhwc("input", nhwc), filter_nhwc=a.shape("weight", 4),
                   padding_offsets_hw=a.pair("output_padding", 0), **a.conv_params())
     return [
@@ -148,11 +148,11 @@ def _transpose_conv(cm, backend, a: _Args, nhwc: bool) -> list[int]:
     ]
 
 
-def _avg_pool(cm, backend, a: _Args, nhwc: bool) -> list[int]:
+def _avg_pool(cm, backend, a: CallArguments, nhwc: bool) -> list[int]:
     return [_call(cm, "avgpool_buffer_size", backend, dim_dst_width=a.nhwc("out", nhwc)[2], ch_src=a.nhwc("input", nhwc)[3])]
 
 
-def _batch_matmul(cm, backend, a: _Args, nhwc: bool) -> list[int]:
+def _batch_matmul(cm, backend, a: CallArguments, nhwc: bool) -> list[int]:
     _, rhs_cols, inner = a.shape("rhs_transposed", 3)
     return [_call(cm, "fully_connected_buffer_size", backend, filter_nhwc=[inner, -1, -1, rhs_cols])]
 
@@ -186,7 +186,7 @@ def needs(op_name: str, args: dict[str, Any], backend_name: str) -> list[Scratch
     sizer, nhwc, scratch_args = _SIZERS[op_name]
     cm = cmsis_nn_module()
     backend = getattr(cm.Backend, backend_name)
-    sizes = sizer(cm, backend, _Args(args), nhwc)
+    sizes = sizer(cm, backend, CallArguments(args), nhwc)
     result = []
     for arg, needed in zip(scratch_args, sizes):
         tensor = args.get(arg)
