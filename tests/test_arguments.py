@@ -3,7 +3,8 @@
 Its conditions are written out by hand from CMSIS-NN's sources; two things hold them to the
 code: every quoted condition is in the CMSIS-NN tree, and CMSIS-NN built for the M55 (MVE),
 the M7 (DSP) and the M3 (scalar), run on QEMU over a grid of calls (tests/argument_probe),
-returns the status and takes the path the audit says, call by call.
+returns the status and takes the path the audit says, call by call. Then a program CMSIS-NN
+refuses only on MVE: verify fails it for the M55 and passes its M7 lowering.
 """
 
 from __future__ import annotations
@@ -238,4 +239,62 @@ def test_cmsis_nn_on_qemu_decides_as_the_audit(probe, name, tmp_path):
     reachable |= {a.CONV_1_X_N_PADDING, a.DW_OPT_BUFFER} if backend == "MVE" else set()
     reachable |= {a.DW_OPT_BUFFER, a.AVGPOOL_BUFFER} if backend == "DSP" else set()
     assert reachable <= refused, [f"{c.function}: {c.condition}" for c in reachable - refused]
+
+
+# --- a program only MVE refuses ------------------------------------------------------------------------------
+
+REFUSED = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # The second convolution is CMSIS-NN's 1xN case (one input row, 8 channels); its width
+        # padding of 1 is not half the padding the output needs (1, rounded down: 0).
+        self.features = nn.Sequential(nn.Conv2d(4, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, (1, 3), stride=(1, 2), padding=(0, 1)))
+
+    def forward(self, x):
+        return self.features(x)
+
+
+def make():
+    return Net().eval(), ((torch.rand(1, 4, 1, 8) * 2 - 1).to(memory_format=torch.channels_last),)
+'''
+CONV = "cortex_m::quantized_conv2d.out"
+REASON = ("cortex-m55 (MVE) arm_convolve_1_x_n_s8 refuses it with status -3 (ARM_CMSIS_NN_FAILURE): padding [0, 1]: "
+          "width padding 1, where the 1xN path takes only 0: half of (out_w 4 - 1) * stride_w 2 + kernel_w 3 - in_w 8 "
+          "= 1, truncated [arm_convolve_1_x_n_s8.c: pad_x * 2 + asym_pad != total_pad]")
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory) -> dict[str, Path]:
+    """The model lowered for the M55 and for the M7: core name -> .pte."""
+    from cortexm.lowering import export, modelsource, writer
+
+    folder = tmp_path_factory.mktemp("refused")
+    (folder / "net.py").write_text(REFUSED)
+    found = {}
+    for name in ("cortex-m55", "cortex-m7"):
+        found[name] = folder / f"net-{name}.pte"
+        writer.write(export.export(modelsource.load(f"{folder / 'net.py'}:make"), core(name), "legacy"), found[name])
+    return found
+
+
+def _second_conv(pte: Path) -> int:
+    from cortexm.pte import load
+
+    return [i for i, op, _ in load(pte).plan().kernel_calls() if op.qualified_name == CONV][1]
+
+
+def test_verify_fails_for_the_m55_what_its_cmsis_nn_refuses(refused):
+    """The call, its module and the parameter CMSIS-NN refuses; the M7's lowering of the model verifies."""
+    from cortexm.checking import library
+    from cortexm.checking.verify import verify_file
+
+    m55, m7 = refused["cortex-m55"], refused["cortex-m7"]
+    lines = [f.line() for f in verify_file(m55, library.installed(), core("cortex-m55"))]
+    assert lines == [f"FAIL net {CONV}#{_second_conv(m55)} (features.2): {REASON}"]
+    assert [f.line() for f in verify_file(m7, library.installed(), core("cortex-m7"))] == ["OK net"]
 

@@ -13,6 +13,10 @@ naming nothing:
 - scratch: each cortex_m call's planned scratch buffer is at least what
   CMSIS-NN needs on the core's backend (a .pte lowered for the M55 has MVE
   sizes; run on an M7 the DSP kernels may need more);
+- arguments: no call reaches a CMSIS-NN function that refuses its arguments on
+  the core's backend (cortexm.checking.arguments: a 1xN convolution whose
+  width padding is not half the total returns ARM_CMSIS_NN_FAILURE on MVE and
+  runs on DSP);
 - backend layout: calls whose constant layout is backend-specific (MVE's
   precomputed kernel_sum in quantized_linear) match the core;
 - kernel ranks: the portable kernels the runner registers take the input's rank
@@ -32,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cortexm.checking import library as libs
-from cortexm.checking import scratch
+from cortexm.checking import arguments, scratch
 from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
 from cortexm.pte import load, loader
-from cortexm.pte.program import ExecutionPlan, TensorValue
+from cortexm.pte.program import ExecutionPlan, KernelCall, TensorValue
 from cortexm.base.targets import CORES, Core, core as core_named
 
 # Loader problems shown per program; a badly damaged one has many, the first say enough.
@@ -83,8 +87,8 @@ def verify_file(path: Path, library: libs.Library | None, target: Core | None, e
         findings += check_lowering(name, plan, sidecar)
     exporter = exporter or libs.installed()
     if target is None:
-        return findings + check_cores(name, plan, RUNNER_CORES, exporter, library)
-    findings += check_backend(name, plan, target, exporter, library)
+        return findings + check_cores(name, plan, RUNNER_CORES, exporter, library, sidecar)
+    findings += check_backend(name, plan, target, exporter, library, sidecar)
     if not any(f.is_problem for f in findings):
         findings.append(Finding("OK", name))
     return findings
@@ -151,33 +155,46 @@ def check_lowering(name: str, plan: ExecutionPlan, sidecar: Sidecar | None) -> l
 
 
 def check_cores(name: str, plan: ExecutionPlan, cores: tuple[Core, ...], exporter: libs.Library,
-                library: libs.Library | None) -> list[Finding]:
+                library: libs.Library | None, sidecar: Sidecar | None = None) -> list[Finding]:
     """check_backend for each core, with a verdict line `OK NAME CORE (BACKEND)` for each core that
     passes. A line two cores share (an argument CMSIS-NN cannot take) is shown once."""
     findings: list[Finding] = []
     for core in cores:
-        found = check_backend(name, plan, core, exporter, library)
+        found = check_backend(name, plan, core, exporter, library, sidecar)
         findings += [f for f in found if f not in findings]
         if not any(f.is_problem for f in found):
             findings.append(Finding("OK", name, f"{core.name} ({core.backend})"))
     return findings
 
 
-def check_backend(name: str, plan: ExecutionPlan, core: Core, exporter: libs.Library, library: libs.Library | None) -> list[Finding]:
+def call_subject(plan: ExecutionPlan, index: int, sidecar: Sidecar | None = None) -> str:
+    """How a finding names a call: `cortex_m::quantized_conv2d.out#2 (features.2)`, the module from
+    the sidecar's provenance (cortexm.lowering.provenance) when it has one."""
+    call = plan.instructions[index]
+    op = plan.operators[call.op_index].qualified_name if isinstance(call, KernelCall) else "call"
+    where = next((c for c in (sidecar.calls if sidecar else None) or []
+                  if isinstance(c, dict) and c.get("instruction") == index), {})
+    module = str(where.get("module") or "")  # "" for the model itself: the operator says enough
+    return f"{op}#{index}" + (f" ({module})" if module else "")
+
+
+def check_backend(name: str, plan: ExecutionPlan, core: Core, exporter: libs.Library, library: libs.Library | None,
+                  sidecar: Sidecar | None = None) -> list[Finding]:
     findings: list[Finding] = []
     where = f"{core.name} ({core.backend})"
     for index, op, call in plan.kernel_calls():
         op_name = op.qualified_name
-        if not (scratch.has_scratch(op_name) or op_name == "cortex_m::quantized_linear.out"):
+        if not (scratch.has_scratch(op_name) or arguments.audited(op_name) or op_name == "cortex_m::quantized_linear.out"):
             continue
         arg_names = libs.arguments_for(op_name, len(call.args), exporter, library)
-        subject = f"{op_name}#{index}"
+        subject = call_subject(plan, index, sidecar)
         if arg_names is None:
             findings.append(Finding("SKIP", name, f"{subject}: argument layout unknown ({len(call.args)} values), not audited"))
             continue
         args = scratch.named_args(plan, call, list(arg_names))
         try:
             audited = scratch.needs(op_name, args, core.backend) if scratch.has_scratch(op_name) else []
+            decision = arguments.decide(op_name, args, core.backend) if arguments.audited(op_name) else None
         except scratch.ScratchError as e:
             findings.append(Finding("FAIL", name, f"{subject}: scratch audit: {e}"))
             continue
@@ -188,8 +205,12 @@ def check_backend(name: str, plan: ExecutionPlan, core: Core, exporter: libs.Lib
             elif not has_sum and core.backend == "MVE":
                 findings.append(Finding("FAIL", name, f"{subject}: no kernel_sum (DSP/scalar lowering), {where} needs it"))
             continue
-        for need in audited:
-            if need.planned < need.needed:
-                label = "scratch" if need.argument == "scratch" else need.argument.replace("_", " ")
-                findings.append(Finding("FAIL", name, f"{subject}: {label} {need.planned} B planned, {where} needs {need.needed} B"))
+        short = [need for need in audited if need.planned < need.needed]
+        for need in short:
+            label = "scratch" if need.argument == "scratch" else need.argument.replace("_", " ")
+            findings.append(Finding("FAIL", name, f"{subject}: {label} {need.planned} B planned, {where} needs {need.needed} B"))
+        refusal = decision.refusal if decision else None
+        # A missing buffer the scratch line above already names is not said twice.
+        if refusal and not (short and refusal.parameter in ("scratch", "output_scratch")):
+            findings.append(Finding("FAIL", name, f"{subject}: {refusal.text(where)}"))
     return findings
