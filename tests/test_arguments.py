@@ -4,7 +4,8 @@ Its conditions are written out by hand from CMSIS-NN's sources; two things hold 
 code: every quoted condition is in the CMSIS-NN tree, and CMSIS-NN built for the M55 (MVE),
 the M7 (DSP) and the M3 (scalar), run on QEMU over a grid of calls (tests/argument_probe),
 returns the status and takes the path the audit says, call by call. Then a program CMSIS-NN
-refuses only on MVE: verify fails it for the M55 and passes its M7 lowering.
+refuses only on MVE: verify fails it for the M55 and passes its M7 lowering, the M55 runner
+really refuses it, and the run's failure line names the call, its module and the reason.
 """
 
 from __future__ import annotations
@@ -298,3 +299,38 @@ def test_verify_fails_for_the_m55_what_its_cmsis_nn_refuses(refused):
     assert lines == [f"FAIL net {CONV}#{_second_conv(m55)} (features.2): {REASON}"]
     assert [f.line() for f in verify_file(m7, library.installed(), core("cortex-m7"))] == ["OK net"]
 
+
+def test_the_m55_refuses_it_on_qemu_and_the_failure_names_the_call(refused, runners):
+    """The runner really stops with CMSIS-NN's status (the kernel's own words), and the failure line goes
+    on to name the call, its module and the audit's reason, not ExecuTorch's argument type ids. The M7
+    runs the same model's program within the tolerance."""
+    from cortexm.sim.run import RunError, run_pte
+
+    with pytest.raises(RunError) as failed:
+        run_pte(refused["cortex-m55"], "cortex-m55", runner=runners["cortex-m55"])
+    assert "type id" in failed.value.result.log  # what ExecuTorch prints
+    line = str(failed.value).split(": ", 1)[1]
+    assert re.fullmatch(r"E \[op_quantized_conv2d\.cpp:\d+\] quantized_conv2d_out: arm_convolve_wrapper_s8 failed with "
+                        r"status -3, at " + re.escape(f"{CONV}#{_second_conv(refused['cortex-m55'])} (features.2): {REASON}"),
+                        line), line
+    assert run_pte(refused["cortex-m7"], "cortex-m7", runner=runners["cortex-m7"]).within_tolerance
+
+
+def test_a_failure_gives_the_reason_only_when_cmsis_nn_returned_its_status(refused):
+    """The kernel's scratch-size check stops a call before CMSIS-NN sees it: the line then names the
+    call and its module, and does not blame a CMSIS-NN refusal that did not happen."""
+    from cortexm.pte import load
+    from cortexm.pte.sidecar import read_sidecar
+    from cortexm.sim.failure import named
+
+    pte = refused["cortex-m55"]
+    plan, sidecar, m55 = load(pte).plan(), read_sidecar(pte), core("cortex-m55")
+    index = _second_conv(pte)
+    failed = f"E [method.cpp:1483] KernelCall failed at instruction 0:{index} in operator {CONV}: 0x1\n"
+    refused_by_cmsis_nn = ("E [op_quantized_conv2d.cpp:221] quantized_conv2d_out: arm_convolve_wrapper_s8 failed "
+                           "with status -3\n")
+    stopped_before = ("E [op_quantized_conv2d.cpp:195] quantized_conv2d_out: scratch buffer size incorrect - "
+                      "actual: (0) needed: (96)\n")
+    assert named(refused_by_cmsis_nn + failed, plan, sidecar, m55) == f"{CONV}#{index} (features.2): {REASON}"
+    assert named(stopped_before + failed, plan, sidecar, m55) == f"{CONV}#{index} (features.2)"
+    assert named(stopped_before, plan, sidecar, m55) is None

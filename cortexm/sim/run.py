@@ -131,7 +131,10 @@ def run_pte(
     result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout, extra_args=extra_args,
                           remember=remember)
     if not result.ok:
-        raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): {result.failure_line}", result)
+        from cortexm.sim.failure import failure_line
+
+        raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): "
+                       f"{failure_line(result, plan, sidecar, core)}", result)
     outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
 
     run = RunResult(pte, core, simulator.name, runner, outputs, result, semantic=semantic)
