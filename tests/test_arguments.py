@@ -174,11 +174,13 @@ def probe(tmp_path_factory):
     """probe(core name) -> tests/argument_probe built for it (CMSIS-NN through its own CMakeLists), once
     per session whichever worker asks first."""
     from cortexm.base import locks
+    from cortexm.firmware import paths
     from cortexm.firmware.tools import toolchain_prefix
 
     if MISSING:
         pytest.skip(f"firmware tests need: {MISSING}")
     tree = _tree()
+    paths.require_sources()
 
     def build(name: str) -> Path:
         target = core(name)
@@ -190,7 +192,8 @@ def probe(tmp_path_factory):
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             for command in ([
                 "cmake", *generator, "-S", str(PROBE), "-B", str(folder),
-                f"-DCMAKE_TOOLCHAIN_FILE={REPO / 'kernels' / 'toolchain' / 'arm-none-eabi-gcc.cmake'}",
+                f"-DCMAKE_TOOLCHAIN_FILE={paths.kernels() / 'toolchain' / 'arm-none-eabi-gcc.cmake'}",
+                f"-DCORTEXM_BOARDS_DIR={paths.boards()}",
                 f"-DARM_TOOLCHAIN_PREFIX={toolchain_prefix()}", f"-DCORTEXM_CPU_FLAGS={';'.join(target.gcc_flags)}",
                 f"-DCORTEXM_BOARD={target.board}", f"-DCMSIS_NN_SRC={tree}"],
                     ["cmake", "--build", str(folder), "--target", "argument_probe"]):
