@@ -1,13 +1,18 @@
 """A program's tensors as numpy arrays and back (raw bytes in a dim order, the logical shape), their
-digests, and outputs compared with a reference in quantization steps (LSB): what the simulator,
-the lowering and the test app all read and write."""
+digests, outputs compared with a reference in quantization steps (LSB), and a user's .npy read
+without unpickling anything: what the simulator, the lowering and the test app all read and write."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
+
+from cortexm.base.errors import CortexmError
 
 # numpy types of the program's tensor dtypes (cortexm.pte.program.SCALAR_TYPES names).
 DTYPES = {
@@ -75,3 +80,23 @@ def digests(outputs: list[np.ndarray]) -> list[str]:
     """What identifies outputs across cores: shape, dtype and bytes in logical order."""
     return [hashlib.sha256(f"{a.dtype}{list(a.shape)}".encode() + np.ascontiguousarray(a).tobytes()).hexdigest()
             for a in (np.asarray(v) for v in outputs)]
+
+
+def read_npy(source: str | Path | BinaryIO, where: str) -> np.ndarray:
+    """The array of a .npy file (a path, or a binary file at its start), or one line naming
+    `where`: its header is read first, so an array of Python objects (which numpy would unpickle)
+    is refused unread."""
+    try:
+        opened = open(source, "rb") if isinstance(source, (str, Path)) else contextlib.nullcontext(source)
+        with opened as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            _, _, dtype = read_header(f)
+            if dtype.hasobject:
+                raise CortexmError(f"{where}: holds Python objects, not numbers")
+            f.seek(0)
+            return np.lib.format.read_array(f, allow_pickle=False)
+    except CortexmError:
+        raise
+    except (ValueError, OSError, EOFError) as e:
+        raise CortexmError(f"{where}: not a readable .npy file ({e})") from None

@@ -24,7 +24,7 @@ import numpy as np
 from cortexm.base import files
 from cortexm.base.errors import CortexmError
 from cortexm.pte.program import TensorValue
-from cortexm.pte.tensors import DTYPES, to_raw
+from cortexm.pte.tensors import DTYPES, read_npy, to_raw
 
 # Inputs of a microcontroller model are small; a text header is ~10 B per value.
 MAX_INPUT_FILE = 256 << 20
@@ -48,7 +48,7 @@ def read_input(spec: str | Path, value, index: int) -> bytes:
     files.regular(path, "input file", MAX_INPUT_FILE)
     what = f"input {index}"
     if path.suffix == ".npy":
-        return _layout(_npy(path), value, f"{what}: {path}")
+        return _layout(read_npy(path, str(path)), value, f"{what}: {path}")
     if path.suffix in HEADER_SUFFIXES:
         return _layout(c_array(path, array_name), value, f"{what}: {path}" + (f":{array_name}" if array_name else ""))
     data = path.read_bytes()
@@ -170,21 +170,6 @@ def _literal(token: str) -> float | int:
         return int(token.rstrip("uUlL"), 16)
     core = token.rstrip("fFuUlL")
     return float(core) if any(c in core for c in ".eE") else int(core)
-
-
-def _npy(path: Path) -> np.ndarray:
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            _, _, dtype = read_header(f)  # the header first: a pickled object is refused unread
-            if dtype.hasobject:
-                raise CortexmError(f"{path}: holds Python objects, not numbers")
-        return np.load(path, allow_pickle=False)
-    except CortexmError:
-        raise
-    except (ValueError, OSError, EOFError) as e:
-        raise CortexmError(f"{path}: not a readable .npy file ({e})") from None
 
 
 def _layout(values: np.ndarray, value, what: str) -> bytes:
