@@ -19,6 +19,9 @@ would get wrong:
   square    for a two-input operator, every pair of int8 values once: input 0 holds
             q_min + i // 256 and input 1 q_min + i % 256 at element i (the full 256 x 256
             square in 65,536 elements)
+  beyond    the example inputs as the case gives them, outside the calibrated range on purpose
+            (a quantize must saturate values far past it): measured against the float model,
+            held neither to the floor nor to the calibration's coverage (cortexm.semantic)
   bounds, midpoints
             solved from the lowered program (cortexm.cases.solve, placed by
             cortexm.lowering.export): the first conv, depthwise conv or linear call's outputs
@@ -32,7 +35,8 @@ import numpy as np
 
 CALIBRATION_SAMPLES = 8  # per model: the example inputs and this many less one drawn `like` them
 
-KINDS = ("uniform", "steps", "saturate", "ramp", "extremes", "square", "bounds", "midpoints")
+KINDS = ("uniform", "steps", "saturate", "ramp", "extremes", "square", "beyond", "bounds", "midpoints")
+GIVEN = ("uniform", "beyond")  # the case's own example inputs, not placed
 SOLVED = ("bounds", "midpoints")  # placed from the lowered program (cortexm.cases.solve)
 
 
@@ -43,7 +47,7 @@ def craft(kind: str, template, scale: float, zero_point: int, qmin: int, qmax: i
 
     if kind not in KINDS:
         raise ValueError(f"unknown data kind {kind!r}; one of {', '.join(KINDS)}")
-    if kind == "uniform":
+    if kind in GIVEN:
         return template
     rng = np.random.default_rng(seed)
     n = template.numel()

@@ -291,7 +291,7 @@ def _():
 # --- activations --------------------------------------------------------------
 
 @register("quantize_beyond_int16", "ReLU of inputs up to 400x the calibrated range (quantize must saturate)",
-          known_failures=(defects.EXECUTORCH_QUANTIZE_MVE_WRAP,))
+          known_failures=(defects.EXECUTORCH_QUANTIZE_MVE_WRAP,), data="beyond")
 def _():
     calibration = [(vector(2, 32),) for _ in range(4)]
     return Apply(lambda m, x: torch.relu(x)).eval(), (torch.linspace(-400.0, 400.0, 64).reshape(2, 32),), calibration

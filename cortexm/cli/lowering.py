@@ -11,6 +11,7 @@ from cortexm.cli.options import (
     LOWERING_TREE_HELP,
     choose_lowering,
     core_named,
+    eval_option,
     lowering_option,
     targets_option,
 )
@@ -25,9 +26,10 @@ from cortexm.cli.options import (
 @click.option("--list", "list_cases", is_flag=True, help="Print the built-in case names, one per line.")
 @click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)
 @click.option("--force", is_flag=True, help="Replace files at the output that cortexm did not write.")
+@eval_option
 @lowering_option
 def export(model: str | None, target: str | None, output: str | None, layout: str, list_cases: bool,
-           executorch_src: str | None, force: bool, lowering: str) -> int:
+           executorch_src: str | None, force: bool, evaluation, lowering: str) -> int:
     """Lower MODEL (a built-in case or FILE.py:FACTORY) for one core.
 
     Writes the .pte and beside it NAME.json (sidecar), NAME.dialect.txt, the
@@ -64,7 +66,7 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
         stage.STAGE_LISTENERS.append(progress)
         try:
             bundle = modelsource.load(model)
-            result = exporter.export(bundle, core, layout)
+            result = exporter.export(bundle, core, layout, evaluation=evaluation)
         finally:
             stage.STAGE_LISTENERS.remove(progress)
     writer.write(result, out, force)
@@ -73,8 +75,20 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     _say_semantic(result.sidecar.get("semantic"))  # the export's own record, before it is read back
     if failure:
         click.echo(f"FAIL {result.name} lowering: {failure}")
-        return EXIT_PROBLEMS
-    return 0
+    inaccurate = _accuracy_failures(result)
+    for line in inaccurate:
+        click.echo(f"FAIL {result.name} accuracy: {line}")
+    return EXIT_PROBLEMS if failure or inaccurate else 0
+
+
+def _accuracy_failures(result) -> list[str]:
+    """What `cortexm test` fails stage `accuracy` with (cortexm.semantic.realinputs), from the
+    export's record."""
+    from cortexm.semantic import realinputs
+
+    sidecar = result.sidecar
+    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.get("semantic") or {}).get("points", [])}
+    return realinputs.failures(sidecar.get("accuracy"), sidecar.get("data", "uniform"), calls)
 
 
 def _say_deployment(result, core) -> str | None:
@@ -86,7 +100,7 @@ def _say_deployment(result, core) -> str | None:
     from cortexm.cases import defects
     from cortexm.checking import constants, lowering
     from cortexm.pte import parse
-    from cortexm.semantic import accuracy
+    from cortexm.report.accuracy import record_lines
 
     from cortexm.pte.sidecar import Sidecar
 
@@ -100,11 +114,8 @@ def _say_deployment(result, core) -> str | None:
     cause = (f" ({known.name}, a known defect: cortexm test shows it per case)"
              if found.dead and known.applies(core.name, defects.default_locators()) else "")
     click.echo(f"constants: {found.line()}{cause}")
-    sqnr, top1 = accuracy.summary(sidecar.accuracy)
-    if sqnr is not None and sidecar.accuracy:
-        samples = sidecar.accuracy["samples"]
-        click.echo(f"accuracy: {sqnr:g} dB SQNR against the float model over {samples} inputs drawn like the "
-                   f"calibration data" + (f"; top-1 agrees {top1}" if top1 else ""))
+    for line in record_lines(sidecar.accuracy):
+        click.echo(line)
     return lowering.failure_line(left)
 
 

@@ -1,4 +1,5 @@
-"""Options and helpers the command groups share: targets, lowering, trees, timeouts, shards."""
+"""Options and helpers the command groups share: targets, lowering, trees, timeouts, shards, the
+evaluation set."""
 
 from __future__ import annotations
 
@@ -62,6 +63,18 @@ def lowering_option(fn):
                         help="tree: the backends/cortex_m Python of the ExecuTorch tree in use (the runner's), "
                              "the installed wheel's when there is none; installed: the wheel's, whatever tree is "
                              "around (the pinned lowering the goldens record).")(fn)
+
+
+def eval_option(fn):
+    def read(ctx, param, value):
+        from cortexm.semantic import evalset
+
+        return evalset.read(value) if value else None  # before any work: a bad set is one line now
+
+    return click.option("--eval", "evaluation", callback=read, metavar="PATH",
+                        help="An evaluation set: a folder of .npy files (and labels.npy), one .npz (x, or x0, x1, ...; "
+                             "y for labels) or one .npy. Accuracy against the float model is measured on it too, with the "
+                             "saturation of every quantization point, and judged (docs/deployment.md).")(fn)
 
 
 def choose_lowering(executorch_src: str | None, lowering: str = "tree", cmsis_nn_src: str | None = None,

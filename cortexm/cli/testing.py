@@ -20,6 +20,7 @@ from cortexm.cli.options import (
     cases_timeout_option,
     choose_lowering,
     core_named,
+    eval_option,
     fetch_missing_trees,
     lowering_option,
     shard_option,
@@ -149,12 +150,13 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
               help="With --baseline: a case whose SQNR against the float model fell by more dB than this (or whose "
                    "top-1 agreement fell) is DEGRADED.")
 @click.option("--per-mac", is_flag=True, help="Print instructions per MAC of every conv and linear call, per core.")
+@eval_option
 @lowering_option
 @cases_timeout_option
 @shard_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, goldens, library_path, junit, json_path, jobs,
              executorch_src, cmsis_nn_src, offline, coverage_dir, value_counters, baseline, max_slowdown,
-             max_accuracy_drop, per_mac, lowering, timeout, shard) -> int:
+             max_accuracy_drop, per_mac, evaluation, lowering, timeout, shard) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
@@ -167,6 +169,9 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     reports = outputs.check({"--json": json_path, "--junit": junit})
     if value_counters and not coverage_dir:
         raise CortexmError("--value-counters applies to --coverage DIR")
+    if evaluation and ptes:
+        raise CortexmError("--eval is measured when a case is exported; a program given with --pte keeps its export's "
+                           "record (export it with `cortexm export --eval`)")
     threshold = perf.parse_threshold(max_slowdown)
     earlier = perf.load_baseline(baseline) if baseline else None
     coverage_out = manifest.OwnedFolder(Path(coverage_dir), ".cortexm-coverage.json", "--coverage folder", False,
@@ -192,6 +197,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             goldens=Path(goldens) if goldens else app.default_goldens(),
             library=library.load(library_path) if library_path else None,
             jobs=max(1, jobs), grid=grid, shard=shard, scope=tuple(scope),
+            evaluation=(evaluation.path, evaluation.digest) if evaluation else None,
         )
         build = BuildOptions(coverage=bool(coverage_dir), value_counters=value_counters)
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
@@ -304,6 +310,7 @@ def _run_identity(options, sim: str) -> str:
         cases=sorted(c.name for c in whole), case_files=[cache.case_file_digest(f.resolve()) for f in options.case_files],
         programs=[hashlib.sha256(p.read_bytes()).hexdigest() for p in options.ptes],
         cores=[c.name for c in options.cores], sim=sim, layout=options.layout, memory=options.memory,
+        evaluation=options.evaluation[1] if options.evaluation else None,
         lowering=backend_source.describe(), code=cache.fingerprint(), cortexm=__version__)
 
 

@@ -122,15 +122,16 @@ def output_signature(program) -> list[dict]:
     return signature
 
 
-def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", edge=None) -> Export:
+def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", edge=None, evaluation=None) -> Export:
     """The bundle for `core` (module docstring) from a model or a quantized model (`edge` as
-    lower() takes it)."""
+    lower() takes it); `evaluation`: an evaluation set (cortexm.semantic.evalset) to measure
+    its accuracy on too."""
     import torch
     from executorch import version as et_version
 
     from cortexm.checking import constants
     from cortexm.lowering import dialect, provenance
-    from cortexm.semantic import accuracy
+    from cortexm.semantic import realinputs
     from cortexm.pte import parse
 
     quantized = source if isinstance(source, Quantized) else quantize(source, layout)
@@ -167,9 +168,10 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         outputs_meta.append(entry)
     semantic, model_outputs = references.semantic(bundle, core, lowered, plan, calls, reference, outputs_meta)
     with stage(bundle, core, "measuring accuracy against the float model"):
-        # Over inputs drawn like the calibration data, where the integer reference runs the program.
-        measured = accuracy.measure(pte, core.backend, lowered.quantized, lowered.float_module,
-                                    accuracy.draw(quantized.calibration, bundle.name)) if calls else None
+        # Over inputs drawn like the calibration data, the example inputs and the evaluation set,
+        # where the integer reference runs the program.
+        measured = realinputs.record(pte, core.backend, lowered.quantized, lowered.float_module, quantized.calibration,
+                                     bundle, evaluation) if calls else None
     without_helium = references.without_helium(pte, bundle, core) if calls else None
 
     sidecar = {

@@ -61,6 +61,10 @@ class CaseResult:
     accuracy_db: float | None = None
     top1: str | None = None
     accuracy_points: list = field(default_factory=list)
+    # The same on the real inputs (cortexm.semantic.realinputs.summary): "example" and
+    # "evaluation" -> samples, SQNR, top-1, floor, labels, and each quantization point's
+    # saturation (its range, how many values it clipped of how many, the clipping's SQNR).
+    accuracy_real: dict = field(default_factory=dict)
     # What the run used of the runner's memory (cortexm.report.fit.parse_memory_line), and
     # whether the case is a deployment (cortexm.cases.tiny): its line is printed.
     memory_use: dict = field(default_factory=dict)

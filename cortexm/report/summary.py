@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexm.report import console, table
+from cortexm.report.accuracy import print_evaluation
 from cortexm.report.writers import grid_coverage
 from cortexm.report.results import Status
 
@@ -44,6 +45,7 @@ def print_summary(results, checks, options, elapsed: float) -> None:
         out.print()
     _deployments([r for r in results if r.deployment], options)
     _dead_constants(results)
+    print_evaluation(results)
     coverage = grid_coverage(results)
     if coverage:
         rows = []

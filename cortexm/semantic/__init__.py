@@ -22,7 +22,9 @@ point by point so that a failure names the call at fault:
 - `accuracy` measures the program against the float model over inputs drawn like the
   calibration data (what a quantizer that makes a self-consistent but less accurate model
   changes, which the other judges cannot see), holds it to a floor, and compares it with a
-  baseline's.
+  baseline's; `realinputs` measures it on the inputs the model will see (its example inputs,
+  an evaluation set the user gives, read by `evalset`), with the saturation of every
+  quantization point (`saturation`), and fails a calibration that does not cover them.
 
 What enters: the program (.pte bytes), its inputs, the core's CMSIS-NN variant, the
 quantized model and the float model as torch.export programs. What leaves: a plain dict

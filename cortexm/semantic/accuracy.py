@@ -12,7 +12,9 @@ with a fixed seed per case, so a rerun measures the same): per output, the signa
 the program's outputs (the integer reference's: bit-exact with the core) against the float
 model's, and for a classifier-shaped output how often the top class agrees; per activation
 point of the quantized model, its own SQNR against the float model at the same node, to
-name where a less accurate model first loses it. Needs torch.
+name where a less accurate model first loses it. The same measure on the inputs the model will
+see (its example inputs, an evaluation set) is realinputs.py's, beside it in the record. Needs
+torch.
 
 The floor: an int8 activation resolves 1/256 of its range, about 48 dB for a signal that
 fills it; a stage whose own error's energy is more than a hundredth of its signal's (20 dB,
@@ -53,8 +55,12 @@ def draw(calibration: list[tuple], name: str, count: int = SAMPLES) -> list[tupl
     return samples
 
 
-def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple]) -> dict:
-    """The `accuracy` record (module docstring) of program `pte` over `samples`."""
+def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple], observe=None,
+            labels: np.ndarray | None = None) -> dict:
+    """The `accuracy` record (module docstring) of program `pte` over `samples`; `observe(node,
+    x)` is given the value x of every activation quantize of the quantized model as it runs;
+    `labels` (one class per row of the first classifier output over the samples) add how
+    often the program's and the float model's top class is the label."""
     import torch
 
     from cortexm.oracle.reference import integer_reference
@@ -63,11 +69,12 @@ def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple])
     noise: list[float] = []
     agree: list[list[int]] = []
     points: dict[str, list] = {}
+    tops: dict[int, list] = {}  # the first classifier output -> the float model's and the program's top classes
     for sample in samples:
         program, _ = integer_reference(pte, [t.detach().numpy() for t in sample], backend)
         with torch.no_grad():
             reference = _as_list(floating(*sample))
-            _quantized_points(quantized, floating, sample, points)
+            _quantized_points(quantized, floating, sample, points, observe)
         for k, (ours, ref) in enumerate(zip(program, reference)):
             ref = ref.detach().contiguous().numpy().astype(np.float64)
             ours = np.asarray(ours, dtype=np.float64)
@@ -83,15 +90,37 @@ def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple])
             if ref.ndim == 2 and ref.shape[1] > 1:
                 agree[k][0] += int((ref.argmax(axis=1) == ours.argmax(axis=1)).sum())
                 agree[k][1] += ref.shape[0]
+                if k in tops or not tops:
+                    tops.setdefault(k, []).append((ref.argmax(axis=1), ours.argmax(axis=1), ref.shape[1]))
     outputs = [{"sqnr_db": _db(s, n), "top1": {"agree": a[0], "of": a[1]} if a[1] else None}
                for s, n, a in zip(signal, noise, agree)]
-    return {"samples": len(samples), "outputs": outputs,
-            "points": [{"node": node, "model_ops": ops, "sqnr_db": _db(s, n)} for node, (ops, s, n) in points.items()]}
+    record = {"samples": len(samples), "outputs": outputs,
+              "points": [{"node": node, "model_ops": ops, "sqnr_db": _db(s, n)} for node, (ops, s, n) in points.items()]}
+    if labels is not None:
+        record["labels"] = _against_labels(labels, tops)
+    return record
 
 
-def _quantized_points(quantized, floating, sample: tuple, points: dict) -> None:
+def _against_labels(labels: np.ndarray, tops: dict[int, list]) -> dict:
+    """How often the float model's and the program's top class is the label, on the first
+    classifier output; {"error": line} where the labels do not fit it."""
+    if not tops:
+        return {"error": "labels given, but no output is a classifier's ([rows, classes])"}
+    (output, rows), = tops.items()
+    floats, ours = np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows])
+    classes = rows[0][2]
+    if len(labels) != len(floats):
+        return {"error": f"{len(labels)} labels, and output {output} (the classifier) has {len(floats)} rows over the set"}
+    if int(labels.max(initial=0)) >= classes:
+        return {"error": f"a label is {int(labels.max())}, and output {output} (the classifier) has {classes} classes"}
+    return {"output": output, "of": len(labels), "float": int((floats == labels).sum()),
+            "program": int((ours == labels).sum())}
+
+
+def _quantized_points(quantized, floating, sample: tuple, points: dict, observe=None) -> None:
     """Adds to `points` (node -> [model ops, signal, noise]) each activation point's
-    dequantized value against the float model's value of the node it quantizes."""
+    dequantized value against the float model's value of the node it quantizes; gives
+    `observe` each activation quantize and the value it quantizes."""
     import torch.fx
 
     from cortexm.semantic.model import is_activation_quantize, model_ops
@@ -107,6 +136,8 @@ def _quantized_points(quantized, floating, sample: tuple, points: dict) -> None:
     class Quantized(torch.fx.Interpreter):
         def run_node(self, node):
             value = super().run_node(node)
+            if observe is not None and is_activation_quantize(node):
+                observe(node, self.env[node.args[0]])
             if is_activation_quantize(node) and node.args[0].name in floats and hasattr(value, "detach"):
                 scale, zero_point = float(node.args[1]), int(node.args[2])
                 ours = (value.detach().to(torch.float64) - zero_point) * scale
@@ -164,13 +195,20 @@ def floor_db(record: dict) -> float:
 
 
 def below_floor(record: dict | None, data: str) -> str | None:
-    """The line a case fails stage `accuracy` with, or None."""
-    sqnr, top1 = summary(record)
-    if data not in IN_RANGE or sqnr is None or sqnr >= floor_db(record):
+    """The line a case fails stage `accuracy` with, or None: the record below its floor, for a
+    case whose `data` stays in the calibrated range."""
+    if data not in IN_RANGE or not record:
         return None
-    return (f"SQNR against the float model {sqnr:g} dB over {record['samples']} inputs drawn like the calibration data, "
-            f"below the floor of {floor_db(record):g} dB for its {len(record.get('points') or [])} quantization stages"
-            f"{f'; top-1 agrees {top1}' if top1 else ''}")
+    return floor_line(record, f"{record['samples']} inputs drawn like the calibration data")
+
+
+def floor_line(record: dict, what: str) -> str | None:
+    """'SQNR against the float model ... over `what`, below the floor ...', or None."""
+    sqnr, top1 = summary(record)
+    if sqnr is None or sqnr >= floor_db(record):
+        return None
+    return (f"SQNR against the float model {sqnr:g} dB over {what}, below the floor of {floor_db(record):g} dB for its "
+            f"{len(record.get('points') or [])} quantization stages{f'; top-1 agrees {top1}' if top1 else ''}")
 
 
 # --- against an earlier run (`cortexm test --baseline`) ---------------------------------------

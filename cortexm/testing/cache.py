@@ -6,8 +6,10 @@ layout, the cortexm code that shapes an export (cortexm.lowering, the cases, and
 reference cortexm.oracle, whose outputs are stored with the program), the
 installed torch and ExecuTorch, and the content of every file of the cortex_m
 backend the lowering reads (an ExecuTorch tree's, or the wheel's: see
-cortexm.sources.backend_source), so a change in a contributor's tree re-exports. A second
-`cortexm test` with nothing changed reads every .pte from here without importing torch.
+cortexm.sources.backend_source), so a change in a contributor's tree re-exports, and the
+evaluation set an export measured accuracy on (`evaluation`: its digest,
+cortexm.semantic.evalset; an export without one keys as before). A second `cortexm test` with
+nothing changed reads every .pte from here without importing torch.
 
 A failed export is cached only when the lowering itself failed, for a reason the key covers:
 never when the case's model could not be built (its code may read files, or import what is
@@ -61,7 +63,8 @@ def _quantization_fingerprint(lowering_tree: Path | None) -> str:
     return h.hexdigest()
 
 
-def unchanged(entry_key: str, case: str, core: str | None, layout: str, case_file: Path | None) -> None:
+def unchanged(entry_key: str, case: str, core: str | None, layout: str, case_file: Path | None,
+              evaluation: str | None = None) -> None:
     """Raises InputsChanged when the files `entry_key` was computed from (cortexm's code, the
     lowering's backend files, the case file) are no longer what they were: an export made
     meanwhile may hold either content, and is not cached under the key."""
@@ -71,7 +74,7 @@ def unchanged(entry_key: str, case: str, core: str | None, layout: str, case_fil
         now = _quantized_key(_quantization_fingerprint.__wrapped__(tree), case, layout, case_file, fresh=True)
     else:
         now = _key(_code_fingerprint.__wrapped__(tree, backend_source.active_helper()), case, core, layout, case_file,
-                   fresh=True)
+                   fresh=True, evaluation=evaluation)
     if now != entry_key:
         where = f"cortexm's code, backends/cortex_m of {tree}" if tree else "cortexm's code, the lowering's backend files"
         raise InputsChanged(f"what lowers {case} ({where} or its case file) changed while it was exported: nothing "
@@ -105,16 +108,20 @@ def fingerprint() -> str:
     return _code_fingerprint(backend_source.active_tree(), backend_source.active_helper())
 
 
-def key(case: str, core: str, layout: str, case_file: Path | None = None) -> str:
+def key(case: str, core: str, layout: str, case_file: Path | None = None, evaluation: str | None = None) -> str:
+    """`evaluation`: the digest of the evaluation set the export measures accuracy on too."""
     files.check_name(case, "case name")  # it names the entry's files
-    return _key(fingerprint(), case, core, layout, case_file)
+    return _key(fingerprint(), case, core, layout, case_file, evaluation=evaluation)
 
 
-def _key(code: str, case: str, core: str, layout: str, case_file: Path | None, fresh: bool = False) -> str:
+def _key(code: str, case: str, core: str, layout: str, case_file: Path | None, fresh: bool = False,
+         evaluation: str | None = None) -> str:
     h = hashlib.sha256(code.encode())
     h.update(f"{case}\0{core}\0{layout}".encode())
     if case_file is not None:
         h.update((case_file_digest.__wrapped__ if fresh else case_file_digest)(case_file).encode())
+    if evaluation is not None:  # its accuracy record, and so the verdict, depends on the set
+        h.update(f"\0evaluation\0{evaluation}".encode())
     return h.hexdigest()[:24]
 
 
@@ -145,10 +152,10 @@ FAILURE = "export-failed.txt"
 
 
 def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
-           note: Callable[[str], None] | None = None) -> Path | str | None:
+           note: Callable[[str], None] | None = None, evaluation: str | None = None) -> Path | str | None:
     """The cached .pte for these inputs, the cached one-line failure of its export, or None. An
     entry that is damaged (a file missing, truncated, changed) is removed, with a `note`."""
-    folder = root() / key(case, core, layout, case_file)
+    folder = root() / key(case, core, layout, case_file, evaluation)
     written = entries.intact(folder, lambda problem: (note or (lambda _line: None))(
         f"note: the cached export of {case} for {core} is damaged ({problem}); exporting it again"))
     if written is None:
@@ -159,7 +166,8 @@ def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
     return (folder / FAILURE).read_text().strip() if FAILURE in written else None
 
 
-def store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str | None = None) -> Path:
+def store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str | None = None,
+          evaluation: str | None = None) -> Path:
     """Run `write(pte_path)` into a fresh folder and move it into the cache atomically
     (`entry_key`: the key, when the caller computed it already), once the key's inputs are
     seen unchanged since (`unchanged`).
@@ -168,17 +176,18 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write, entr
     inputs fail the same way, and a warm run should not pay for finding out again. A failure
     that may pass by itself (`transient`) is not cached.
     """
-    entry_key = entry_key or key(case, core, layout, case_file)
+    entry_key = entry_key or key(case, core, layout, case_file, evaluation)
     final = root() / entry_key
     # One process makes an entry; another that wants it waits, then takes it.
     with locks.waiting(final):
         written = manifest.read(final / entries.MANIFEST)
         if written and f"{case}.pte" in written and manifest.damage(final, written) is None:
             return final / f"{case}.pte"
-        return _store(case, core, layout, case_file, write, entry_key, final)
+        return _store(case, core, layout, case_file, write, entry_key, final, evaluation)
 
 
-def _store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str, final: Path) -> Path:
+def _store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str, final: Path,
+           evaluation: str | None) -> Path:
     from cortexm.base.errors import CortexmError
 
     try:
@@ -190,11 +199,11 @@ def _store(case: str, core: str, layout: str, case_file: Path | None, write, ent
             write(tmp / f"{case}.pte")
         except CortexmError as e:
             if not transient(e):
-                unchanged(entry_key, case, core, layout, case_file)
+                unchanged(entry_key, case, core, layout, case_file, evaluation)
                 (tmp / FAILURE).write_text(str(e) + "\n")
                 entries.publish(tmp, final)
             raise
-        unchanged(entry_key, case, core, layout, case_file)
+        unchanged(entry_key, case, core, layout, case_file, evaluation)
         entries.publish(tmp, final)
     except OSError as e:
         raise storage_error(e) or e from None

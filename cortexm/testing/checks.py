@@ -179,9 +179,10 @@ def _check_constants(bundle: Bundle, core: Core, result: CaseResult) -> None:
 
 
 def _check_accuracy(case, sidecar: Sidecar, result: CaseResult) -> None:
-    """The program against the float model (cortexm.semantic.accuracy): shown, and failed below
-    the floor where the case's data stays in the calibrated range."""
-    from cortexm.semantic import accuracy
+    """The program against the float model (cortexm.semantic.accuracy, .realinputs): shown, and
+    failed below the floor or where a calibrated range does not cover the real inputs (the
+    example inputs where the case's data stays in the calibrated range, an evaluation set)."""
+    from cortexm.semantic import accuracy, realinputs
 
     record = sidecar.accuracy
     if not record:
@@ -191,8 +192,8 @@ def _check_accuracy(case, sidecar: Sidecar, result: CaseResult) -> None:
     calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.semantic or {}).get("points", [])}
     result.accuracy_points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
                               for p in record.get("points", [])]
-    line = accuracy.below_floor(record, sidecar.data)
-    if line:
+    result.accuracy_real = realinputs.summary(record, calls)
+    for line in realinputs.failures(record, sidecar.data, calls):
         _fail(result, "accuracy", line)
 
 

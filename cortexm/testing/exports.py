@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -24,11 +25,12 @@ from cortexm.testing.casefiles import _case_file, load_case_file
 # --- export stage (parallel, cached) ---------------------------------------------------
 
 def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file: str | None,
-                scope: tuple[str, ...] = ()) -> dict[str, tuple[bool, str]]:
+                scope: tuple[str, ...] = (), evaluation: tuple[str, str] | None = None) -> dict[str, tuple[bool, str]]:
     """Runs in a worker process: export one case for each (core, entry key) into the cache, the
     quantization done once for all of them (and cached on its own: an edit of a lowering pass
     re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
-    the one-line error of that core's export); `scope`: --scope's words, for an exhaustive case."""
+    the one-line error of that core's export); `scope`: --scope's words, for an exhaustive case;
+    `evaluation`: (path, digest) of the evaluation set to measure accuracy on too."""
     from cortexm.base import targets
     from cortexm.lowering import export, modelsource, quantize, writer
 
@@ -39,6 +41,7 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
         from cortexm.cases import exhaustive
 
         exhaustive.register_all(exhaustive.parse_scope(scope))  # registered before the case is looked up
+    measured_on = _evaluation_set(evaluation)
     import torch
 
     torch.set_num_threads(1)  # the pool already uses every core
@@ -64,14 +67,15 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
             raise failure
         if not edge:
             edge.append(export.to_edge_program(quantized))
-        writer.write(export.export(quantized, core, layout, edge=edge[0]), path)
+        writer.write(export.export(quantized, core, layout, edge=edge[0], evaluation=measured_on), path)
 
     results: dict[str, tuple[bool, str]] = {}
     for core_name, entry_key in cores:
         core = targets.core(core_name)
         # A failure is returned as its message; check() decides whether it was expected.
         try:
-            results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path: write(core, path), entry_key)))
+            results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path: write(core, path), entry_key,
+                                                        evaluation[1] if evaluation else None)))
         except (StorageError, InputsChanged):
             raise  # the disk or an edit, not the case: the run stops
         except CortexmError as e:
@@ -81,6 +85,22 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
                 raise storage_error(e) from None
             results[core_name] = (False, f"{type(e).__name__}: {e}")
     return results
+
+
+@lru_cache(maxsize=1)
+def _evaluation_set(evaluation: tuple[str, str] | None):
+    """The evaluation set (cortexm.semantic.evalset) at the path, when it is still what the
+    run read there (the digest its exports are keyed on); read once per worker."""
+    if evaluation is None:
+        return None
+    from cortexm.semantic import evalset
+
+    path, digest = evaluation
+    found = evalset.read(path)
+    if found.digest != digest:
+        raise InputsChanged(f"the evaluation set {path} changed while it was measured on: no verdict is given on "
+                            "either content; run again")
+    return found
 
 
 def export_all(pairs: list[tuple[str, Core]], options, progress: Callable[[str], None],
@@ -104,8 +124,10 @@ def _export_all(pairs: list[tuple[str, Core]], options,
     """export_all's results, and the pairs exported now (not found in the cache)."""
     results: dict[tuple[str, str], Path | str] = {}
     todo = []
+    evaluation = getattr(options, "evaluation", None)
+    digest = evaluation[1] if evaluation else None
     for case, core in pairs:
-        hit = cache.lookup(case, core.name, options.layout, _case_file(case), note=progress)
+        hit = cache.lookup(case, core.name, options.layout, _case_file(case), note=progress, evaluation=digest)
         if hit:
             results[(case, core.name)] = hit
         else:
@@ -120,12 +142,13 @@ def _export_all(pairs: list[tuple[str, Core]], options,
     # One job per case, for all its cores: the quantization is the cores' to share.
     by_case: dict[str, list[tuple[str, str]]] = {}
     for case, core in todo:
-        by_case.setdefault(case, []).append((core.name, cache.key(case, core.name, options.layout, _case_file(case))))
+        by_case.setdefault(case, []).append((core.name, cache.key(case, core.name, options.layout, _case_file(case), digest)))
     jobs = max(1, min(options.jobs, len(by_case)))
     if jobs == 1:
         backend_source.probe()
         for case, cores in by_case.items():
-            _collect(results, case, cores, lambda: _export_job(case, cores, options.layout, _str(_case_file(case)), options.scope))
+            _collect(results, case, cores,
+                     lambda: _export_job(case, cores, options.layout, _str(_case_file(case)), options.scope, evaluation))
             task.advance(len(cores))
         task.done()
         return results, anew
@@ -138,7 +161,8 @@ def _export_all(pairs: list[tuple[str, Core]], options,
         # and the tree's lowering at once, not the second one after the first worker's probe.
         for probe in [pool.submit(backend_source.probe) for _ in range(jobs)]:
             probe.result()
-        futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case)), options.scope): (case, cores)
+        futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case)), options.scope,
+                               evaluation): (case, cores)
                    for case, cores in by_case.items()}
         for future in as_completed(futures):
             case, cores = futures[future]

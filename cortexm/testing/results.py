@@ -52,5 +52,8 @@ class Options:
     # export workers with each job.
     scope: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None  # (K, N): only the cases of shard K of N (cortexm.testing.shards)
+    # An evaluation set every export measures accuracy on too (cortexm.semantic.evalset): its
+    # path and the digest of what was read there, which the export cache keys on.
+    evaluation: tuple[str, str] | None = None
     # Filled by run(): core -> programs simulated (a packed program counts once).
     programs: dict[str, int] = field(default_factory=dict)
