@@ -150,6 +150,8 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         manager = lowered.edge.to_executorch()
         pte = manager.buffer
     plan = parse(pte).plan()
+    # Where each call came from in the model: what the semantic reference maps its points by.
+    made = provenance.calls(manager)
     calls: list = []
     reference, reference_kind, upstream_calls = references.reference(pte, bundle, core, lowered, calls)
 
@@ -166,7 +168,7 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
         entry["reference"] = entry.pop("file")
         outputs_meta.append(entry)
-    semantic, model_outputs = references.semantic(bundle, core, lowered, plan, calls, reference, outputs_meta)
+    semantic, model_outputs = references.semantic(bundle, core, lowered, plan, calls, reference, outputs_meta, made)
     with stage(bundle, core, "measuring accuracy against the float model"):
         # Over inputs drawn like the calibration data, the example inputs and the evaluation set,
         # where the integer reference runs the program.
@@ -200,7 +202,7 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         "accuracy": measured,
         # Where each call came from in the model (cortexm.lowering.provenance), and the name of
         # each constant by its content (cortexm.checking.constants): reports name them.
-        "calls": provenance.calls(manager),
+        "calls": made,
         "constants": constants.names_of(manager.exported_program()),
         # The M55's outputs had ExecuTorch's Helium loops rounded as its scalar loop does: what
         # excuses a cross-core difference as that rounding, and nothing else (cortexm.testing.app).

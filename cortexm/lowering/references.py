@@ -78,15 +78,16 @@ def upstream_reference(bundle: ModelBundle, core: Core, lowered) -> tuple[list, 
 
 
 def semantic(bundle: ModelBundle, core: Core, lowered, plan, calls: list, reference: list,
-              outputs_meta: list[dict]):
-    """The program against the model it was lowered from (cortexm.semantic): the sidecar's
-    `semantic` record, and the quantized model's outputs as the runner lays them out."""
+              outputs_meta: list[dict], provenance: list[dict]):
+    """The program against the model it was lowered from (cortexm.semantic), its points mapped
+    to the calls by `provenance` (the sidecar's `calls`): the sidecar's `semantic` record, and
+    the quantized model's outputs as the runner lays them out."""
     from cortexm.semantic.model import judge_trace
 
     record, model_outputs = judge_trace(
         lowered.quantized, lowered.float_module, bundle.example_inputs, calls,
         [np.asarray(r.detach().numpy() if hasattr(r, "detach") else r) for r in reference],
-        plan.outputs, [(e["quant"] or {}).get("scale") for e in outputs_meta], core.backend)
+        plan.outputs, [(e["quant"] or {}).get("scale") for e in outputs_meta], core.backend, provenance)
     _call_arguments(record["points"], plan)
     record["program_outputs"] = [{k: e[k] for k in ("shape", "dtype", "dim_order")} for e in outputs_meta]
     record["model_outputs"] = lowered.signature

@@ -10,8 +10,9 @@ point by point so that a failure names the call at fault:
 
 - `model.compare` runs the quantized model node by node. At every activation quantize
   (a value the program must hold as an integer tensor too) it finds the program call that
-  computed that tensor (same shape and dtype, the first within the operator's tolerance,
-  else the first in program order), records how far the two differ in LSB, and carries on
+  computed that tensor by provenance (`mapping`: the call made from the point's own
+  operators, or for a view no call computes, the viewed point's call put through the same
+  view), records how far the two differ in LSB, and carries on
   from the program's value (teacher forcing): each point then measures the operators
   between two points alone, so an error is charged to the call that made it and drift does
   not pile up. The outputs are compared the same way, and once more without forcing (the

@@ -85,9 +85,9 @@ def departures(semantic: dict) -> list[tuple[str, str]]:
     outside its tolerance, the outputs' signature first."""
     lines = [(line, "") for line in signature_mismatches(semantic)]
     for index, point in enumerate(semantic.get("points", [])):
-        allowed = tolerance(point["op"], semantic.get("backend")).lsb if point.get("op") else 0
+        allowed = point_tolerance(point, semantic.get("backend"))
         if point.get("shape_mismatch"):
-            lines.append((f"{_where(point)}: {point['shape_mismatch']}", ""))
+            lines.append((f"{_where(point)}: {point['shape_mismatch']}{_by_shape(semantic)}", ""))
         elif point["max_lsb"] > allowed:
             first = point.get("first") or {}
             at = (f"; first at {first['index']}: program {first['program']:g}, model {first['model']:g}"
@@ -95,9 +95,18 @@ def departures(semantic: dict) -> list[tuple[str, str]]:
             mechanism = f"; {point['explained']}" if point.get("explained") else ""
             lines.append((f"{_where(point)} departs from the quantized model: {point['differ']} of "
                           f"{point['elements']} elements differ, up to {point['max_lsb']:g} LSB > {allowed} LSB "
-                          f"allowed{at}{mechanism}{_unmatched_before(semantic, index)}{_quantization(point)}",
+                          f"allowed{at}{mechanism}{_unmatched_before(semantic, index)}{_quantization(point)}"
+                          f"{_by_shape(semantic)}",
                           _details(point)))
     return lines
+
+
+def point_tolerance(point: dict, backend: str | None) -> int:
+    """LSB a point may depart by: its call's operator's; none for a view of a call's value (the
+    program does not requantize it; where the model does, the program lost that)."""
+    if point.get("view") or not point.get("op"):
+        return 0
+    return tolerance(point["op"], backend).lsb
 
 
 def signature_mismatches(semantic: dict) -> list[str]:
@@ -131,17 +140,26 @@ def same_layout(shape: list[int], a: list[int], b: list[int]) -> bool:
 
 def _unmatched_before(semantic: dict, index: int) -> str:
     """Where the departure may really start: a model value before this point that the program
-    has no tensor of its shape for (a call that computed the wrong shape shows only later)."""
-    before = [u for u in semantic.get("unmapped", []) if isinstance(u, dict) and u["before_point"] <= index]
+    does not hold (no call made from its operators: a call dropped; matched by shape, no
+    tensor of its shape: a call that computed the wrong shape shows only later)."""
+    before = [u for u in semantic.get("unmapped", [])
+              if isinstance(u, dict) and u["before_point"] <= index and not u.get("view_of")]
     if not before:
         return ""
     first = before[0]
     ops = ", ".join(first["model_ops"]) or "?"
-    return f"; before it, the model's {first['node']} ({ops}) {first['shape']} has no tensor of its shape in the program"
+    missing = "no tensor of its shape" if semantic.get("mapping", "shape") == "shape" else "no call of its own"
+    return f"; before it, the model's {first['node']} ({ops}) {first['shape']} has {missing} in the program"
+
+
+def _by_shape(semantic: dict) -> str:
+    """The label of a point matched by the fallback: a bundle whose program records no provenance."""
+    return "; matched by shape, the program records no provenance" if semantic.get("mapping") == "shape" else ""
 
 
 def _where(point: dict) -> str:
     what = f"call {point['call']} {point['op']}" if point.get("call") is not None else point.get("op") or "a value"
+    what = f"the view of {what}" if point.get("view") else what
     model = f" ({point['node']}: {', '.join(point['model_ops'])})" if point.get("model_ops") else f" ({point['node']})"
     return what + model
 

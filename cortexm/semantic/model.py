@@ -1,9 +1,10 @@
 """Running the quantized model beside the program, point by point (torch).
 
 What enters: the program's trace (every call's returned value, from the integer
-reference), its outputs and their quantization steps, the PT2E quantized model and the
-float model (GraphModules), and the inputs. What leaves: the `semantic` record of the
-sidecar, and the quantized model's own outputs.
+reference) with each call's provenance (the model node it was made from), its outputs and
+their quantization steps, the PT2E quantized model and the float model (GraphModules), and
+the inputs. What leaves: the `semantic` record of the sidecar, and the quantized model's own
+outputs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cortexm.semantic.judge import tolerance
+from cortexm.semantic.mapping import RESHAPES, Own, Viewed, apply_views, base_name, is_activation_quantize, map_points, own_nodes
 
 WORST = 5  # elements kept per point to show where it departs
 HISTOGRAM_TAIL = 8  # differences counted one by one up to this many LSB, the rest together
@@ -20,17 +22,13 @@ HISTOGRAM_TAIL = 8  # differences counted one by one up to this many LSB, the re
 
 @dataclass
 class Call:
-    """One value the program computed: instruction `n` (None: a program input) of `op`."""
+    """One value the program computed: instruction `n` (None: a program input) of `op`, made
+    from the model node named `node` (None where the program does not say)."""
 
     n: int | None
     op: str
     value: np.ndarray  # logical layout
-
-
-def is_activation_quantize(node) -> bool:
-    """A quantize of a computed value (not of a constant weight or bias)."""
-    return (node.op == "call_function" and "quantize_per_tensor" in str(node.target)
-            and "dequantize" not in str(node.target) and getattr(node.args[0], "op", None) != "get_attr")
+    node: str | None = None
 
 
 def model_ops(node) -> list[str]:
@@ -77,13 +75,18 @@ def _op_name(target) -> str:
 
 
 def judge_trace(module, float_module, inputs: tuple, trace: list[tuple], outputs: list[np.ndarray],
-                output_indices: list[int], scales: list[float | None], backend: str) -> tuple[dict, list[np.ndarray]]:
+                output_indices: list[int], scales: list[float | None], backend: str,
+                provenance: list | None = None) -> tuple[dict, list[np.ndarray]]:
     """`compare` for a program whose integer reference recorded `trace` (its calls'
     (instruction, operator, value index, value), cortexm.oracle.reference.evaluate) on
-    `inputs` (torch tensors), writing output k to value `output_indices[k]`."""
+    `inputs` (torch tensors), writing output k to value `output_indices[k]`; `provenance` is
+    the export's `calls` (cortexm.lowering.provenance: each instruction's model node), None
+    for a bundle that does not record it."""
+    made_from = {c.get("instruction"): c.get("node") for c in provenance or [] if isinstance(c, dict)}
     given = [Call(None, f"input {k}", t.detach().contiguous().numpy()) for k, t in enumerate(inputs)]
-    written = {index: Call(n, op, value) for n, op, index, value in trace}
-    record, model_outputs = compare(module, float_module, inputs, given + [Call(n, op, value) for n, op, _, value in trace],
+    calls = [Call(n, op, value, made_from.get(n)) for n, op, _, value in trace]
+    written = {index: call for (_, _, index, _), call in zip(trace, calls)}
+    record, model_outputs = compare(module, float_module, inputs, given + calls,
                                     outputs, [written.get(index) for index in output_indices], scales, backend)
     if not trace:
         record["note"] = "the program's calls could not be traced: its outputs are compared whole"
@@ -118,6 +121,9 @@ def compare(module, float_module, inputs: tuple, calls: list[Call], outputs: lis
         # The dim orders eager torch gives the float model's outputs (the graph records one layout
         # where an input's is ambiguous: one channel, say, is NCHW and NHWC at once).
         "eager_dim_orders": _eager_layouts(float_module, inputs) if float_module is not None else [],
+        # How each point found its call: "provenance" (cortexm.semantic.mapping), or "shape" for
+        # a program that records no provenance (the first call of the point's shape and dtype).
+        "mapping": "provenance" if forced.mapping is not None else "shape",
         "points": points,
         "unmapped": forced.unmapped,
         "drift": drift,
@@ -135,6 +141,14 @@ class _Forced:
 
         self.backend = backend
         self.calls = [c for c in calls if np.issubdtype(c.value.dtype, np.integer)]
+        names = {node.name for node in module.graph.nodes}
+        made_from = [c.node if c.node in names else None for c in self.calls]
+        # None: the program records no provenance (a bundle from before it did), points are
+        # matched by shape (_by_shape), a fallback the record labels.
+        self.mapping = map_points(module.graph, made_from) if any(made_from) else None
+        # What the program holds for each point already compared: its call, value, and the
+        # model's view operators between the two (a point viewed from another).
+        self.held: dict[str, tuple[Call, np.ndarray, list[str]]] = {}
         self.claimed: set[int] = set()
         self.points: list[dict] = []
         self.unmapped: list[dict] = []
@@ -154,6 +168,64 @@ class _Forced:
         return self.interpreter.run(*inputs)
 
     def visit(self, node, value):
+        import torch
+
+        if self.mapping is None:
+            return self._by_shape(node, value)
+        if not is_activation_quantize(node) or not isinstance(value, torch.Tensor):
+            return value
+        return self._by_provenance(node, value)
+
+    def _by_provenance(self, node, value):
+        import torch
+
+        model = value.detach().contiguous().numpy()
+        how = self.mapping.get(node.name)
+        views: list[str] = []
+        if isinstance(how, Own):
+            call, ours = self._own(node, how, model)
+        elif isinstance(how, Viewed) and how.source in self.held:
+            call, source, before = self.held[how.source]
+            ours = apply_views(how, torch.from_numpy(source.copy())).contiguous().numpy()
+            views = before + [_op_name(n.target) for n in how.nodes]
+        else:
+            # Not observed: no call of its own and operators that compute (a call dropped), or a
+            # view of a point the program does not hold (that point's departure is its own line).
+            missing = {"view_of": how.source} if isinstance(how, Viewed) else {}
+            self.unmapped.append({"node": node.name, "model_ops": model_ops(node), "shape": list(model.shape),
+                                  "before_point": len(self.points), **missing})
+            return value
+        # A view moves values: it must hold them exactly.
+        point = _point(node.name, model_ops(node), call, model, ours, 1.0, self.backend, 0 if views else None)
+        self.points.append({**point, **({"view": views} if views else {}), "model_qparams": model_qparams(node)})
+        if point.get("shape_mismatch"):
+            return value
+        self.held[node.name] = (call, ours, views)
+        return _forced(value, ours)
+
+    def _own(self, node, how: Own, model: np.ndarray) -> tuple[Call, np.ndarray]:
+        """The call of the point's own that holds its value, and that value. Of several (mapping.Own),
+        the first within its operator's tolerance; in a program that departs, the first of the
+        model's shape (where the error starts: a linear before the minimum its hardswish adds,
+        what the next calls read), else the last."""
+        reshapes = any(base_name(n) in RESHAPES for n in own_nodes(node))
+        held = []
+        for k in how.calls:
+            call = self.calls[k]
+            ours = call.value
+            if reshapes and ours.shape != model.shape and ours.size == model.size:
+                # The call computes what the model's operators reshape (a layout copy before a
+                # flatten): the program views it, in its logical order, as the model's shape.
+                ours = ours.reshape(model.shape)
+            if ours.shape == model.shape and _max_diff(ours, model) <= tolerance(call.op, self.backend).lsb:
+                return call, ours
+            held.append((call, ours))
+        return next((h for h in held if h[1].shape == model.shape), held[-1])
+
+    def _by_shape(self, node, value):
+        """The fallback for a program that records no provenance: the first unclaimed call of the
+        point's shape and dtype after its inputs' calls, the first within tolerance if any. It can
+        take a call that computes something else (a view's shape is often another call's)."""
         import torch
 
         after = max((self.after.get(a, -1) for a in node.all_input_nodes), default=-1)
@@ -177,21 +249,30 @@ class _Forced:
         self.points.append({**_point(node.name, model_ops(node), call, model, call.value, 1.0, self.backend),
                             "model_qparams": model_qparams(node)})
         self.after[node] = call.n if call.n is not None else -1
-        # Carry on from the program's value, in the model value's own layout.
-        forced = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
-        forced.copy_(torch.from_numpy(call.value.copy()))
-        return forced
+        return _forced(value, call.value)
+
+
+def _forced(value, ours: np.ndarray):
+    """The program's value `ours`, in the model value's own layout: what the model carries on from."""
+    import torch
+
+    forced = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
+    forced.copy_(torch.from_numpy(ours.copy()))
+    return forced
 
 
 def _point(node: str, ops: list[str], call: Call | None, model: np.ndarray | None, ours: np.ndarray,
-           scale: float, backend: str | None = None) -> dict:
+           scale: float, backend: str | None = None, allowed: int | None = None) -> dict:
+    """The point `node` compared: the program's value `ours` (of `call`) against the model's,
+    `allowed` LSB apart (None: what the call's operator may)."""
     point = {"node": node, "model_ops": ops, "call": call.n if call else None, "op": call.op if call else None}
     if model is None or model.shape != ours.shape:
         what = "no model value" if model is None else f"the model's is {list(model.shape)}"
         return {**point, "shape_mismatch": f"the program's value is {list(ours.shape)}, {what}",
                 "max_lsb": 0.0, "differ": 0, "elements": int(ours.size)}
     diff = _lsb(ours, model, scale)
-    allowed = tolerance(call.op, backend).lsb if call else 0
+    if allowed is None:
+        allowed = tolerance(call.op, backend).lsb if call else 0
     over = np.argwhere(diff > allowed)
     order = np.argsort(diff, axis=None)[::-1][:WORST]
     worst = [_element(np.unravel_index(i, diff.shape), ours, model, diff) for i in order if diff.flat[i] > 0]

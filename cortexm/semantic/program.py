@@ -33,7 +33,8 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
     if quantized is None:
         return outputs, None
     record, _ = judge_trace(quantized, floating, _model_inputs(inputs, sidecar), trace, outputs, plan.outputs,
-                            [(e.get("quant") or {}).get("scale") for e in sidecar.outputs], backend)
+                            [(e.get("quant") or {}).get("scale") for e in sidecar.outputs], backend,
+                            sidecar.calls if isinstance(sidecar.calls, list) else None)
     for key in ("program_outputs", "model_outputs", "eager_dim_orders"):  # what the outputs must be does not depend on the inputs
         record[key] = (sidecar.semantic or {}).get(key, [])
     return outputs, record
