@@ -290,3 +290,36 @@ def test_builds_run_without_the_flags_the_environment_would_add(private, monkeyp
     seen = dict(line.split("=", 1) for line in (private / "env.log").read_text().splitlines() if "=" in line)
     assert "CFLAGS" not in seen and "CPATH" not in seen and "CMAKE_BUILD_TYPE" not in seen
     assert seen.get("CORTEXM_KEPT") == "yes"
+
+
+# --- every input read once ------------------------------------------------------------------------
+
+@pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
+def test_a_run_judges_the_inputs_it_read_whatever_happens_to_the_files(runners, exported, private, monkeypatch):
+    """An input file and the program replaced while `run` builds its runner: the outputs are
+    those of the program and inputs the references were computed for (before, the simulator
+    got the new input and the comparison blamed the kernel for the difference)."""
+    import numpy as np
+
+    from cortexm.pte.bundle import Bundle
+    from cortexm.sim import run as running
+
+    source = exported("relu", "cortex-m7")
+    pte = private / "relu.pte"
+    for f in source.parent.iterdir():
+        if f.is_file():
+            shutil.copyfile(f, private / f.name)
+    entry = Bundle.open(pte).sidecar.inputs[0]
+    shape, dtype = entry["shape"], np.dtype(entry["dtype"])
+    given = private / "x.npy"
+    np.save(given, np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(dtype))
+    before_runner = running.runner_for
+
+    def replacing(*args, **kwargs):
+        np.save(given, np.full(shape, 0.75).astype(dtype))  # another input, meanwhile
+        pte.write_bytes(b"\0" * 64)  # and no program at all
+        return before_runner(*args, **kwargs)
+
+    monkeypatch.setattr(running, "runner_for", replacing)
+    result = running.run_pte(pte, "cortex-m7", inputs=[given], runner=None)
+    assert result.max_diff_lsb == 0, f"judged against another input's reference: {result.max_diff_lsb} LSB"

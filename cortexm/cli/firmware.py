@@ -100,12 +100,15 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
         as_json: bool) -> int:
     """Run PTE on a simulated core; compare with the sidecar's reference when there is one."""
     from cortexm.base import manifest
+    from cortexm.pte.bundle import Bundle
     from cortexm.sim.inputs import read_labels
-    from cortexm.pte import load
     from cortexm.sim.run import RunError, core_mismatch, run_pte
     from cortexm.base.targets import core
 
     program = program_path(pte)
+    # Read once: the audit, the references and the run all judge these bytes, whatever happens
+    # to the file meanwhile.
+    bundle = Bundle.open(program)
     target_core = core(target)
     read_with_trees(executorch_src, cmsis_nn_src)
     if more_inputs and not inputs:
@@ -113,7 +116,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     given = [*inputs, *more_inputs] or None
     names = read_labels(labels) if labels else None
     # Every refusal comes before the runner is built: each costs nothing.
-    outputs = len(load(program).plan().outputs)
+    outputs = len(bundle.program().plan().outputs)
     if len(save) > outputs:
         raise CortexmError(f"{len(save)} --save files for {outputs} outputs")
     for path in save:
@@ -130,12 +133,12 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
                                     outputs=KEEP_OUTPUTS)
         kept.clear()
     if not no_audit:
-        _audit(program, target_core)
-    warning = core_mismatch(program, target_core)
+        _audit(bundle, target_core)
+    warning = core_mismatch(bundle, target_core)
     if warning:
         say(f"warning: {warning}")
     try:
-        result = run_pte(program, target_core, sim_name, given, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
+        result = run_pte(bundle, target_core, sim_name, given, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
                          fvp=fvp, workdir=keep, timeout=timeout, progress=say)
     except RunError as e:
         if show_log:
@@ -190,11 +193,11 @@ def _semantic_summary(result) -> dict:
             "sqnr_db": min((f["sqnr_db"] for f in record.get("float", []) if f.get("sqnr_db") is not None), default=None)}
 
 
-def _audit(program: Path, target_core) -> None:
+def _audit(bundle, target_core) -> None:
     """`cortexm verify`'s checks for this core, before a runner is built (seconds, not minutes)."""
     from cortexm.checking.verify import verify_file
 
-    problems = [f for f in verify_file(program, None, target_core, lowering=False) if f.is_problem]
+    problems = [f for f in verify_file(bundle.pte, None, target_core, lowering=False, bundle=bundle) if f.is_problem]
     if problems:
         more = f" (and {len(problems) - 1} more problems, see `cortexm verify`)" if len(problems) > 1 else ""
         raise CortexmError(f"{problems[0].line()}{more}; not run (--no-audit runs it anyway)")
@@ -280,9 +283,12 @@ def fit(pte: str, target: str, boards: tuple[str, ...], memory: tuple[str, ...],
     from cortexm.firmware import build_runner
     from cortexm.report import fit as fitting
     from cortexm.report import table
+    from cortexm.firmware.ops import program_ops
+    from cortexm.pte.bundle import Bundle
     from cortexm.sim.run import RunError, run_pte
 
     program = program_path(pte)
+    bundle = Bundle.open(program)  # read once: what is built for, run and measured are these bytes
     target_core = core(target)
     read_with_trees(executorch_src, cmsis_nn_src)
     known = fitting.profiles()
@@ -294,13 +300,13 @@ def fit(pte: str, target: str, boards: tuple[str, ...], memory: tuple[str, ...],
         chosen.append(fitting.given_profile(list(memory)))
     simulator = sim.for_core(target_core, "qemu")
     simulator.require(target_core)
-    runner = build_runner(target_core, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src, model=program,
-                          board=simulator.board(target_core), progress=say)
+    runner = build_runner(target_core, executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src,
+                          ops=program_ops(bundle.program()), board=simulator.board(target_core), progress=say)
     try:
-        result = run_pte(program, target_core, "qemu", list(inputs) or None, runner=runner, timeout=timeout)
+        result = run_pte(bundle, target_core, "qemu", list(inputs) or None, runner=runner, timeout=timeout)
     except RunError as e:
         raise CortexmError(f"it does not run, so nothing was measured: {e}") from None
-    needs = fitting.needs(program, runner.elf, result.log)
+    needs = fitting.needs(bundle.program(), runner.elf, result.log)
     verdicts = [fitting.place(needs, profile) for profile in chosen]
     if as_json:
         click.echo(json_dumps({"pte": str(program), "target": target_core.name, "runner": str(runner.elf),

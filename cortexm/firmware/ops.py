@@ -16,5 +16,9 @@ def suite_ops() -> tuple[str, ...]:
 
 def model_ops(pte: str | Path) -> tuple[str, ...]:
     """Every operator the program's methods call, e.g. 'cortex_m::quantized_conv2d.out'."""
-    program = load(pte)
+    return program_ops(load(pte))
+
+
+def program_ops(program) -> tuple[str, ...]:
+    """model_ops of a program parsed already (cortexm.pte.program.Program)."""
     return tuple(sorted({op.qualified_name for plan in program.plans for _, op, _ in plan.kernel_calls()}))

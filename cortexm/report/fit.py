@@ -100,15 +100,16 @@ def parse_memory_line(log: str) -> dict[str, int]:
             "temp allocator": int(temp), "stack": int(stack), "heap": int(heap)}
 
 
-def needs(pte: Path, elf: Path, log: str) -> list[Need]:
-    """Every need of `pte` on the runner `elf`, from the run whose log is `log`."""
+def needs(pte, elf: Path, log: str) -> list[Need]:
+    """Every need of `pte` (a path, or the Program parsed already) on the runner `elf`, from the
+    run whose log is `log`."""
     from cortexm.pte import load
     from cortexm.firmware.size import RESERVED, footprint
 
     measured = parse_memory_line(log)
     found = footprint(elf, elf.with_suffix(".map"))
     reserved = sum(c.ram for c in found.components if c.name in set(RESERVED.values()))
-    program = load(pte)
+    program = load(pte) if isinstance(pte, (str, Path)) else pte
     planned = [size for plan in program.plans[:1] for size in plan.non_const_buffer_sizes[1:]]
     result = [Need("code", "code", found.flash), Need("program", "program", program.file_size),
               Need("static data", "data", found.ram - reserved), Need("heap", "heap", measured["heap"]),

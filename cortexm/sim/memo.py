@@ -41,11 +41,11 @@ def root() -> Path | None:
                                  "set CORTEXM_RUN_CACHE to a folder of your own (`off`: no store)")
 
 
-def key(program: Path, inputs: list[bytes], elf: Path, core, argv: list[str], simulator) -> str:
+def key(program: bytes | Path, inputs: list[bytes], elf: Path, core, argv: list[str], simulator) -> str:
     digest = hashlib.sha256(f"cortexm run {FORMAT}\0{core.name}\0{type(simulator).__name__}\0".encode())
     digest.update(_executable(simulator.require(core)).encode() + b"\0" + _code().encode())
     digest.update(json.dumps(argv).encode())
-    for part in (program.read_bytes(), elf.read_bytes(), *inputs):
+    for part in (program if isinstance(program, bytes) else program.read_bytes(), elf.read_bytes(), *inputs):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()
 

@@ -25,9 +25,9 @@ from cortexm import sim
 from cortexm.base.errors import CortexmError
 from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import read_sidecar
-from cortexm.firmware import Runner, build_runner, model_ops, suite_ops
+from cortexm.firmware import Runner, build_runner, suite_ops
+from cortexm.firmware.ops import program_ops
 from cortexm.sim.inputs import read_input
-from cortexm.pte import load
 from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.base.targets import Core
 from cortexm.base.targets import core as core_named
@@ -89,7 +89,7 @@ class RunResult:
 
 
 def run_pte(
-    pte: str | Path,
+    pte: str | Path | Bundle,
     core: Core | str,
     sim_name: str = "qemu",
     inputs: list[str | Path] | None = None,
@@ -107,11 +107,16 @@ def run_pte(
     """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (files
     cortexm.sim.inputs reads: raw .bin in the program's dim order, .npy, C headers; default: the
     sidecar's), on `runner` or the one `runner_for` picks. `remember`: a run made before with the
-    same program, inputs, runner and simulator is answered from cortexm.sim.memo."""
-    pte = Path(pte)
+    same program, inputs, runner and simulator is answered from cortexm.sim.memo.
+
+    Every input is read once: the program's bytes (`pte` may be a Bundle already read), its
+    sidecar and its input files are read here, at the start, and what is judged, run and
+    audited is those bytes, whatever happens to the files meanwhile."""
+    bundle = pte if isinstance(pte, Bundle) else Bundle.open(Path(pte))
+    pte = bundle.pte
     core = core_named(core) if isinstance(core, str) else core
-    plan = load(pte).plan()
-    bundle = Bundle.open(pte)
+    program = bundle.program()
+    plan = program.plan()
     sidecar = bundle.sidecar
     raw_inputs = input_bytes(bundle, plan, inputs)  # a bad input says so before a runner is built
     # What the outputs must be, before any simulation: a damaged bundle costs nothing.
@@ -126,10 +131,10 @@ def run_pte(
         references, semantic = reference_outputs(bundle), sidecar.semantic
     simulator = sim.for_core(core, sim_name, fvp)
     simulator.require(core)  # before a build that could not be run anyway
-    runner = runner or runner_for(pte, core, simulator, executorch_src=executorch_src,
+    runner = runner or runner_for(program, core, simulator, executorch_src=executorch_src,
                                   cmsis_nn_src=cmsis_nn_src, progress=progress)
-    result, raw = execute(pte, core, simulator, runner, inputs, workdir=workdir, timeout=timeout, extra_args=extra_args,
-                          remember=remember)
+    result, raw = execute(bundle, core, simulator, runner, workdir=workdir, timeout=timeout, extra_args=extra_args,
+                          remember=remember, raw_inputs=raw_inputs)
     if not result.ok:
         from cortexm.sim.failure import failure_line
 
@@ -138,7 +143,7 @@ def run_pte(
     outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
 
     run = RunResult(pte, core, simulator.name, runner, outputs, result, semantic=semantic)
-    mismatch = core_mismatch(pte, core)
+    mismatch = core_mismatch(bundle, core)
     if mismatch:
         run.warnings.append(mismatch)
     if references is not None:
@@ -152,35 +157,42 @@ def run_pte(
     return run
 
 
-def core_mismatch(pte: Path, core: Core) -> str | None:
+def core_mismatch(pte: Path | Bundle, core: Core) -> str | None:
     """Says so when the sidecar names another core than the one `pte` is run on."""
-    sidecar = read_sidecar(Path(pte))
+    sidecar = pte.sidecar if isinstance(pte, Bundle) else read_sidecar(Path(pte))
+    name = (pte.pte if isinstance(pte, Bundle) else Path(pte)).name
     if not sidecar or sidecar.target in (None, core.name):
         return None
-    return (f"{Path(pte).name} was exported for {sidecar.target} (CMSIS-NN {sidecar.backend}), "
+    return (f"{name} was exported for {sidecar.target} (CMSIS-NN {sidecar.backend}), "
             f"it runs on {core.name} (CMSIS-NN {core.backend})")
 
 
-def runner_for(pte: Path, core: Core, simulator: sim.Simulator, **build_args) -> Runner:
-    """The suite's runner when it registers every operator `pte` calls, else one for `pte` alone."""
-    covered = set(model_ops(pte)) <= set(suite_ops())
-    return build_runner(core, board=simulator.board(core), model=None if covered else pte, **build_args)
+def runner_for(program, core: Core, simulator: sim.Simulator, **build_args) -> Runner:
+    """The suite's runner when it registers every operator `program` (a parsed Program) calls,
+    else one for its operators alone."""
+    ops = program_ops(program)
+    covered = set(ops) <= set(suite_ops())
+    return build_runner(core, board=simulator.board(core), ops=None if covered else ops, **build_args)
 
 
-def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inputs: list | None = None,
+def execute(pte: Path | Bundle, core: Core, simulator: sim.Simulator, runner: Runner, inputs: list | None = None,
             workdir: str | Path | None = None, timeout: float = sim.DEFAULT_TIMEOUT,
-            extra_args: tuple[str, ...] = (), remember: bool = False) -> tuple[sim.SimResult, list[bytes]]:
-    """One run of `pte` with upstream's protocol: the simulator's result and the raw
-    outputs (empty when the run failed). The inputs default to the sidecar's; `extra_args`
-    go to the runner (e.g. --guard, --fill); `remember`: as run_pte."""
+            extra_args: tuple[str, ...] = (), remember: bool = False,
+            raw_inputs: list[bytes] | None = None) -> tuple[sim.SimResult, list[bytes]]:
+    """One run of `pte` (a path, or a Bundle whose bytes were read already) with upstream's
+    protocol: the simulator's result and the raw outputs (empty when the run failed). The
+    inputs are `raw_inputs` (bytes, read already), else `inputs` files, else the sidecar's;
+    `extra_args` go to the runner (e.g. --guard, --fill); `remember`: as run_pte. What runs is
+    the program's bytes as read, written into the run folder: never the file again."""
     from cortexm.sim import memo
 
-    pte = Path(pte)
-    plan = load(pte).plan()
-    data = input_bytes(Bundle.open(pte), plan, inputs)
+    bundle = pte if isinstance(pte, Bundle) else Bundle.open(Path(pte))
+    pte = bundle.pte
+    plan = bundle.program().plan()
+    data = raw_inputs if raw_inputs is not None else input_bytes(bundle, plan, inputs)
     names = [f"i{k}.bin" for k in range(len(data))]
     argv = [*sim.command_line(names), *sim.protocol.CALLS, *extra_args]
-    entry = (memo.key(pte, data, runner.elf, core, argv, simulator)
+    entry = (memo.key(bundle.data, data, runner.elf, core, argv, simulator)
              if remember and workdir is None and not runner.options.coverage and memo.root() else None)
     recalled = memo.recall(entry, timeout) if entry else None
     if recalled is not None:
@@ -188,7 +200,7 @@ def execute(pte: Path, core: Core, simulator: sim.Simulator, runner: Runner, inp
     folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cortexm-run-"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(pte, folder / sim.protocol.PROGRAM)
+        (folder / sim.protocol.PROGRAM).write_bytes(bundle.data)
         for name, raw_input in zip(names, data):
             (folder / name).write_bytes(raw_input)
         result = simulator.run(runner.elf, core, folder, argv, timeout)
