@@ -164,6 +164,17 @@ def test_a_baseline_that_compares_nothing_fails(tmp_path):
     assert f"NOTHING COMPARED: {base} has no result for any case and core of this run" in result.stdout
 
 
+def test_an_accuracy_gate_against_a_baseline_without_accuracy_fails(tmp_path):
+    """A baseline that has the run's case and core but no accuracy figure: the accuracy gate
+    compared nothing, and says so (it said "no case lost accuracy", exit 0)."""
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"results": [{"case": "relu", "core": "cortex-m7", "instructions": None}]}))
+    result = run_cli("test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none", "--baseline", str(base))
+    assert result.returncode == 1, result.stdout[-800:]
+    assert f"NOTHING COMPARED: {base} has no accuracy figure" in result.stdout
+    assert "no case lost accuracy" not in result.stdout
+
+
 # --- the semantic failure names the argument -------------------------------------------------------
 
 def test_a_departure_line_puts_the_call_arguments_beside_the_models_quantization():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import MISSING, backend_only_tree, run_cli
+from cortexm.base.errors import CortexmError
 from test_cli_errors import _assert_one_line_error
 
 needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
@@ -140,9 +141,14 @@ def test_abandoned_temporary_export_folders_are_removed(exported):
     folder = exported("relu", "cortex-m7").parent.parent
     dead = folder / f"{entries.TMP_PREFIX}999999999-abcd"  # no such process
     dead.mkdir()
+    (dead / entries.UNFINISHED).write_text(f"cortexm 999999999 {dead.name}\n")  # as entries.new marks it
     (dead / "half.pte").write_bytes(b"partial")
+    mine = folder / f"{entries.TMP_PREFIX}999999998-my-notes"  # the user's own, named like a dead run's
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
     entries.remove_abandoned(folder)
     assert not dead.exists()
+    assert (mine / "notes.txt").read_text() == "mine\n"
 
 
 @needs_firmware
@@ -299,7 +305,7 @@ def test_reports_replace_only_reports(tmp_path):
     link = tmp_path / "link.json"
     link.symlink_to(mine)
     common = ["test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none"]
-    _assert_one_line_error(run_cli(*common, "--junit", str(mine)), "not a report cortexm wrote")
+    _assert_one_line_error(run_cli(*common, "--junit", str(mine)), "not a JUnit report cortexm wrote")
     _assert_one_line_error(run_cli(*common, "--json", str(link)), "not a regular file")
     assert mine.read_text() == "the user's\n" and link.is_symlink()
     report = tmp_path / "no" / "such" / "folder" / "r.json"
@@ -307,8 +313,14 @@ def test_reports_replace_only_reports(tmp_path):
         done = run_cli(*common, "--json", str(report), "--junit", str(report.with_suffix(".xml")))
         assert done.returncode in (0, 1), done.stderr  # 1: a golden may differ with the tree's lowering
         assert json.loads(report.read_text())["results"]
-    _assert_one_line_error(run_cli("report", "merge", str(report), "--json", str(mine)), "not a report cortexm wrote")
+    _assert_one_line_error(run_cli("report", "merge", str(report), "--json", str(mine)), "not a test report cortexm wrote")
     assert mine.read_text() == "the user's\n"
+    # cortexm's own file of another kind, which names cortexm too: an export's sidecar.
+    sidecar = tmp_path / "model.json"
+    sidecar.write_text(json.dumps({"cortexm": {"format": 3, "version": "0.1.0"}, "name": "model", "inputs": []}))
+    before = sidecar.read_text()
+    _assert_one_line_error(run_cli(*common, "--json", str(sidecar)), "not a test report cortexm wrote")
+    assert sidecar.read_text() == before
 
 
 def test_case_names_that_are_paths_are_refused(tmp_path):
@@ -468,6 +480,38 @@ def test_c_arrays_as_upstream_and_users_write_them(tmp_path):
     assert c_array(header, "mfcc").tolist() == [1, -2, 127, 4]
     assert c_array(header, "scale").tolist() == pytest.approx([1.5, -0.002])
     assert read_labels(header.rename(tmp_path / "x.ino")) == ["yes", 'no\\"', "up"]
+
+
+def test_an_array_under_a_condition_is_refused_not_read_from_either_branch(tmp_path):
+    """Which branch of #if/#else the compiler takes is the preprocessor's to say; an include
+    guard is no such condition."""
+    from cortexm.sim.inputs import c_array
+
+    header = tmp_path / "x.h"
+    header.write_text("#ifndef X_H\n#define X_H\n#if USE_SMALL\nconst int8_t input[2] = {1, 2};\n#else\n"
+                      "const int8_t input[2] = {3, 4};\n#endif\nconst int8_t kept[2] = {5, 6};\n#endif\n")
+    with pytest.raises(CortexmError, match=r"x.h:input: it sits inside #if/#ifdef/#else"):
+        c_array(header, "input")
+    assert c_array(header, "kept").tolist() == [5, 6]
+    inside = tmp_path / "y.h"
+    inside.write_text("const int8_t input[] = {\n#ifdef BIG\n 1, 2,\n#endif\n 3, 4};\n")
+    with pytest.raises(CortexmError, match="sits inside #if"):
+        c_array(inside)
+
+
+def test_update_goldens_writes_nothing_through_a_link_out_of_the_goldens_folder(tmp_path):
+    victim = tmp_path / "notes.txt"
+    victim.write_text("the user's\n")
+    goldens = tmp_path / "goldens"
+    (goldens / "cortex-m7").mkdir(parents=True)
+    (goldens / "cortex-m7" / "relu.txt").symlink_to(victim)
+    args = ["dialect", "relu", "-t", "cortex-m7", "--goldens", str(goldens), "--update-goldens"]
+    _assert_one_line_error(run_cli(*args), "is not a regular file (a link is never followed)")
+    (goldens / "cortex-m7" / "relu.txt").unlink()
+    (goldens / "cortex-m7").rmdir()
+    (goldens / "cortex-m7").symlink_to(tmp_path)  # the core's folder a link out: relu.txt would land beside notes
+    _assert_one_line_error(run_cli(*args), "leads out of the goldens folder")
+    assert victim.read_text() == "the user's\n" and not (tmp_path / "relu.txt").exists()
 
 
 # --- issue 21: a full or read-only disk is one line naming the place ------------------------------

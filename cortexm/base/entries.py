@@ -16,6 +16,10 @@ from cortexm.base import children, manifest
 
 MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
 TMP_PREFIX = ".tmp-"  # .tmp-PID-XXXX: an entry being written by process PID
+# In every temporary folder cortexm makes, first: `cortexm PID NAME`. A folder of that name
+# without it is not cortexm's (a store may be a folder the user keeps other things in) and is
+# never removed.
+UNFINISHED = ".cortexm-unfinished"
 
 
 def intact(folder: Path, damaged: Callable[[str], None] | None = None) -> dict[str, dict] | None:
@@ -39,12 +43,15 @@ def new(parent: Path) -> Path:
     of processes that are gone are removed."""
     parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(parent)
-    return Path(tempfile.mkdtemp(dir=parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
+    folder = Path(tempfile.mkdtemp(dir=parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
+    (folder / UNFINISHED).write_text(f"cortexm {os.getpid()} {folder.name}\n")
+    return folder
 
 
 def publish(tmp: Path, final: Path) -> None:
     """Seal `tmp` with its manifest and move it to `final` in one step; where another process
     stored the same entry first, `tmp` is dropped."""
+    (tmp / UNFINISHED).unlink(missing_ok=True)
     manifest_data = {manifest.KEY: manifest.of_folder(tmp, skip=MANIFEST)}
     (tmp / MANIFEST).write_text(json.dumps(manifest_data, indent=1) + "\n")
     try:
@@ -54,9 +61,15 @@ def publish(tmp: Path, final: Path) -> None:
 
 
 def remove_abandoned(folder: Path) -> None:
-    """Removes the unfinished entries of processes that are gone (killed mid-write)."""
+    """Removes the unfinished entries of cortexm processes that are gone (killed mid-write):
+    only folders whose UNFINISHED file says cortexm made them, under that name, in a process
+    that no longer runs."""
     for tmp in folder.glob(f"{TMP_PREFIX}*"):
-        pid = tmp.name[len(TMP_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or not children.alive(int(pid)):
+        try:
+            words = (tmp / UNFINISHED).read_text(encoding="ascii").split()
+        except (OSError, UnicodeDecodeError):
+            continue  # not cortexm's
+        if (len(words) == 3 and words[0] == "cortexm" and words[1].isdigit() and words[2] == tmp.name
+                and not tmp.is_symlink() and not children.alive(int(words[1]))):
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -173,9 +173,7 @@ def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, 
                 continue
             path = dia.golden_path(Path(goldens), core.name, name)
             if update_goldens:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-                click.echo(f"wrote {path}")
+                click.echo(f"wrote {dia.write_golden(Path(goldens), core.name, name, text)}")
                 continue
             diff = dia.compare(text, path)
             if diff is None:

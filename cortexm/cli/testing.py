@@ -247,8 +247,12 @@ def _gates(results, sizes, earlier: dict, baseline: str, threshold: float, max_d
 
     if not perf.compared(results, earlier) and results:
         return [perf.Change(f"NOTHING COMPARED: {baseline} has no result for any case and core of this run", True)]
+    # A gate that compared nothing says so and fails: "no case lost accuracy" would claim a measurement.
+    unmeasured = ([perf.Change(f"NOTHING COMPARED: {baseline} has no accuracy figure for any case and core of this run "
+                               "that has one (the accuracy gate needs a baseline made with accuracy figures)", True)]
+                  if any(r.accuracy_db is not None for r in results) and not accuracy.compared(results, earlier) else [])
     return (perf.gate(results, earlier, threshold) + perf.size_gate(sizes, earlier, threshold)
-            + perf.program_gate(results, earlier)
+            + perf.program_gate(results, earlier) + unmeasured
             + [perf.Change(line, True) for line in accuracy.gate(results, earlier, max_drop_db)])
 
 
@@ -339,7 +343,7 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     from cortexm.report import table
     from cortexm.testing import upstream
 
-    reports = outputs.check({"--json": json_path, "--junit": junit})
+    reports = outputs.check({"--json": json_path, "--junit": junit}, kind="upstream")
     out = manifest.OwnedFolder(Path(out_dir), ".cortexm-upstream.json", "--out folder", False, "choose another --out folder",
                                outputs=("*.xml", "*.json", "*.log", "*.progress"), offers_force=False)
     cores = [core_named(t).name for t in (targets or DEFAULT_TEST_CORES)]

@@ -12,6 +12,7 @@ graph changing.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,30 @@ def _itemsize(dtype) -> int:
 
 def golden_path(goldens: Path, core_name: str, case_name: str) -> Path:
     return goldens / core_name / f"{case_name}.txt"
+
+
+def write_golden(goldens: Path, core_name: str, case_name: str, text: str) -> Path:
+    """`text` as the golden of the case on the core, inside `goldens` and nowhere else: never
+    through a link (a folder or the file itself) that leads out of it, and replacing only a
+    golden file (what `render` writes) or nothing."""
+    from cortexm.base import files, manifest
+
+    files.check_name(case_name, "case name")
+    path = golden_path(goldens, core_name, case_name)
+    root = Path(os.path.realpath(goldens))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if Path(os.path.realpath(path.parent)) != root / core_name:
+        raise CortexmError(f"{path.parent} leads out of the goldens folder {goldens} (a link); no golden is written "
+                           "through it")
+    if os.path.lexists(path):
+        if path.is_symlink() or not path.is_file():
+            raise CortexmError(f"{path} is not a regular file (a link is never followed); remove it to write its golden")
+        with open(path, "rb") as f:
+            head = f.read(len(FORMAT_LINE))
+        if not head.startswith(b"# cortexm dialect"):
+            raise CortexmError(f"{path} is not a golden file cortexm wrote; remove it to write its golden")
+    manifest.atomic_write(path, text.encode())
+    return path
 
 
 def compare(text: str, golden: Path) -> str | None:

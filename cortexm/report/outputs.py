@@ -5,8 +5,10 @@ at its end.
     outputs.write(paths["--json"], text)                              # at the end, atomically
 
 The ownership rule of cortexm.base.manifest, for one file: a report replaces only a regular file
-that is a report cortexm wrote (a report records what wrote it: its JSON names cortexm, its JUnit
-suite is cortexm's), never a symlink, never a user's file. A folder that does not exist yet is
+that is a report of the same kind that cortexm wrote (a report records what wrote it: a test
+report's JSON has cortexm's meta and its results, an upstream-tests report its cores; a JUnit
+report's suite is cortexm's), never a symlink, never a user's file, never another file of
+cortexm's (a sidecar names cortexm too). A folder that does not exist yet is
 made. A path that cannot be written (a full or read-only disk) is one line before the run, not a
 lost report after it.
 """
@@ -25,9 +27,10 @@ JUNIT_SUITES = ("cortexm", "executorch cortex_m tests")
 _LARGEST_REPORT = 1 << 30
 
 
-def check(paths: dict[str, str | Path | None]) -> dict[str, Path | None]:
+def check(paths: dict[str, str | Path | None], kind: str = "test") -> dict[str, Path | None]:
     """option -> path, each checked: it may be written, and replacing what is there loses
-    nothing of the user's. Options whose value is None are left out of the checks."""
+    nothing of the user's (a --json path holds a JSON report of `kind`, "test" or "upstream",
+    a --junit path a JUnit report). Options whose value is None are left out of the checks."""
     checked: dict[str, Path | None] = {}
     seen: dict[Path, str] = {}
     for option, value in paths.items():
@@ -46,8 +49,9 @@ def check(paths: dict[str, str | Path | None]) -> dict[str, Path | None]:
             if path.is_symlink() or not path.is_file():
                 raise CortexmError(f"{path} exists and is not a regular file (a link is never followed); "
                                    f"choose another {option} path")
-            if not is_report(path):
-                raise CortexmError(f"{path} exists and is not a report cortexm wrote; remove it or choose another "
+            if not is_report(path, "junit" if option == "--junit" else kind):
+                what = "JUnit report" if option == "--junit" else f"{kind} report"
+                raise CortexmError(f"{path} exists and is not a {what} cortexm wrote; remove it or choose another "
                                    f"{option} path")
         checked[option] = path
     return checked
@@ -59,8 +63,9 @@ def _resolved(path: Path) -> Path:
     return Path(os.path.realpath(path.parent)) / path.name
 
 
-def is_report(path: Path) -> bool:
-    """`path` holds a JSON or JUnit report that cortexm wrote."""
+def is_report(path: Path, kind: str | None = None) -> bool:
+    """`path` holds a report that cortexm wrote, of `kind` when given: "junit", or a JSON report
+    of `cortexm test` (and sweep, report merge: "test") or of `upstream-tests` ("upstream")."""
     try:
         text = files.regular(path, "report", _LARGEST_REPORT).read_text()
     except (CortexmError, OSError, UnicodeDecodeError):
@@ -72,13 +77,17 @@ def is_report(path: Path) -> bool:
             root = ET.fromstring(text)
         except ET.ParseError:
             return False
-        return root.tag == "testsuites" and root.get("name") in JUNIT_SUITES
+        return kind in (None, "junit") and root.tag == "testsuites" and root.get("name") in JUNIT_SUITES
     try:
         data = json.loads(text)
     except ValueError:
         return False
-    meta = data.get("meta") if isinstance(data, dict) else None
-    return isinstance(data, dict) and ("cortexm" in data or isinstance(meta, dict) and "cortexm" in meta)
+    if not isinstance(data, dict):
+        return False
+    meta = data.get("meta")
+    test = isinstance(meta, dict) and "cortexm" in meta and isinstance(data.get("results"), list)
+    upstream = isinstance(data.get("cortexm"), str) and isinstance(data.get("cores"), dict) and "tests" in data
+    return {"test": test, "upstream": upstream, None: test or upstream}.get(kind, False)
 
 
 def write(path: Path | None, text: str) -> None:

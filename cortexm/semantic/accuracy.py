@@ -217,6 +217,14 @@ DEGRADED = "DEGRADED"  # a status (cortexm.report.results.Status): the report is
 DEFAULT_MAX_DROP_DB = 1.0
 
 
+def compared(results, baseline: dict) -> int:
+    """How many results have an accuracy figure that the baseline has too, for the same case
+    and core: 0 when a baseline (an older report, one made with --sim none...) has none."""
+    before = {(r.get("case"), r.get("core")): r for r in baseline.get("results", []) if isinstance(r, dict)}
+    return sum(1 for r in results
+               if r.accuracy_db is not None and (before.get((r.case, r.core)) or {}).get("accuracy_db") is not None)
+
+
 def gate(results, baseline: dict, max_drop_db: float = DEFAULT_MAX_DROP_DB) -> list[str]:
     """Each result's accuracy against the baseline's for the same case and core: an SQNR
     lower by more than `max_drop_db`, or fewer top-1 agreements, is DEGRADED (a failure, one

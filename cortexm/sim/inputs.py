@@ -91,6 +91,9 @@ class CArray:
     name: str
     body: str  # the initialiser between its outer braces, without comments and strings
     strings: list[str]  # the string literals in it, as written (escapes kept)
+    # Inside #if/#ifdef/#else ...: which branch the compiler takes is the preprocessor's to say
+    # (an include guard, #ifndef X followed by #define X, is not such a condition).
+    conditional: bool = False
 
 
 def c_arrays(text: str) -> Iterator[CArray]:
@@ -98,8 +101,36 @@ def c_arrays(text: str) -> Iterator[CArray]:
     `=`, a braced initialiser, `;`."""
     words: deque[str] = deque(maxlen=8)  # the declaration so far: qualifiers, type, name
     state, name, ctype, depth, pieces, strings, last = "decl", "", "", 0, [], [], 0
+    conditions: list[bool] = []  # per open #if: whether it is a real condition (not an include guard)
+    guard: str | None = None  # the macro of an #ifndef just seen, if the next line may define it
+    conditional = False  # the array being read started or ran inside a real condition
     for m in _TOKENS.finditer(text):
         word, punct, string = m["word"], m["punct"], m["str"]
+        if m["pre"] is not None:
+            if state == "body":  # a directive inside an initialiser: not its text, and a condition on it
+                pieces.append(text[last:m.start()])
+                last = m.end()
+            directive = m["pre"].strip()[1:].split()
+            keyword = directive[0] if directive else ""
+            opened = keyword in ("if", "ifdef", "ifndef")
+            if opened:
+                conditions.append(True)
+            elif keyword == "define" and guard is not None and directive[1:2] == [guard] and conditions:
+                conditions[-1] = False  # #ifndef X / #define X: an include guard
+            elif keyword in ("else", "elif", "elifdef", "elifndef") and conditions:
+                conditions[-1] = True
+            elif keyword == "endif" and conditions:
+                conditions.pop()
+            guard = directive[1] if keyword == "ifndef" and len(directive) > 1 else None
+            if state == "body" and (opened or keyword != "define"):
+                conditional = True
+            continue
+        if word is not None or punct is not None:
+            guard = None
+        if state == "decl" and punct in (";", "{", "}"):
+            conditional = False  # a declaration ends here: the next one starts clean
+        if any(conditions) and state != "body":
+            conditional = True
         if state == "body":  # the initialiser's text, without comments; its strings apart
             pieces.append(text[last:m.start()])
             last = m.end()
@@ -129,7 +160,8 @@ def c_arrays(text: str) -> Iterator[CArray]:
             state, depth, pieces, strings, last = "body", 1, [], [], m.end()
             continue
         if state == "close" and punct == ";":
-            yield CArray(ctype, name, "".join(pieces), strings)
+            yield CArray(ctype, name, "".join(pieces), strings, conditional or any(conditions))
+            conditional = False
         state = "decl"
         if word is not None:
             words.append(word)
@@ -143,10 +175,12 @@ def c_arrays(text: str) -> Iterator[CArray]:
 
 def c_array(path: Path, name: str | None = None) -> np.ndarray:
     """The numbers of one array initialised in a C/C++ file (the only one, or `name`), flat."""
-    arrays = {}
+    arrays, conditional = {}, set()
     for array in c_arrays(path.read_text(errors="replace")):
         if (array.ctype in _C_TYPES or array.ctype.startswith("unsigned")) and not array.strings:
-            arrays[array.name] = (_C_TYPES.get(array.ctype), array.body)
+            arrays.setdefault(array.name, (_C_TYPES.get(array.ctype), array.body))
+            if array.conditional:
+                conditional.add(array.name)
     if not arrays:
         raise CortexmError(f"{path}: no numeric array initialiser (TYPE NAME[] = {{...}};) in it")
     if name is None and len(arrays) > 1:
@@ -154,6 +188,9 @@ def c_array(path: Path, name: str | None = None) -> np.ndarray:
     chosen = name or next(iter(arrays))
     if chosen not in arrays:
         raise CortexmError(f"{path}: no numeric array '{chosen}' (it has {', '.join(arrays)})")
+    if chosen in conditional:
+        raise CortexmError(f"{path}:{chosen}: it sits inside #if/#ifdef/#else, whose branch only the preprocessor can "
+                           "choose (cortexm does not run it): give the array outside any condition, or as .npy")
     dtype, body = arrays[chosen]
     if dtype is None:
         raise CortexmError(f"{path}:{chosen}: its element type is not one cortexm knows")
