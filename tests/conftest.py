@@ -60,20 +60,24 @@ def export_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def exported():
     """exported(case, core, layout="legacy") -> path of the .pte bundle, through the test app's
-    export cache; a failed export raises its CortexmError."""
+    export cache; a failed export raises its CortexmError. `case`: a built-in case, or a test's
+    own model as FILE.py:FACTORY (keyed by the file's content, as a user's case file is)."""
     from cortexm.base import targets
     from cortexm.lowering import export, modelsource, writer
     from cortexm.base.errors import CortexmError
     from cortexm.testing import cache
 
     def get(case: str, core: str, layout: str = "legacy") -> Path:
-        hit = cache.lookup(case, core, layout)
+        spec, case_file = case, None
+        if ":" in case and case.rsplit(":", 1)[0].endswith(".py"):
+            case_file, case = Path(case.rsplit(":", 1)[0]).resolve(), modelsource.name_of(case)
+        hit = cache.lookup(case, core, layout, case_file)
         if isinstance(hit, str):
             raise CortexmError(hit)
         if hit is not None:
             return hit
-        return cache.store(case, core, layout, None,
-                           lambda path: writer.write(export.export(modelsource.load(case), targets.core(core), layout), path))
+        return cache.store(case, core, layout, case_file,
+                           lambda path: writer.write(export.export(modelsource.load(spec), targets.core(core), layout), path))
 
     return get
 

@@ -45,6 +45,7 @@ def inspect(path: Path) -> dict[str, Any]:
                 calls.append({"index": index, "delegate": plan.delegates[ins.delegate_index], "values": len(ins.args)})
             else:
                 calls.append({"index": index, "instruction": ins.kind})
+        note = lowering.float_program(plan, sidecar)
         report["methods"].append({
             "name": plan.name,
             "inputs": [_io(plan.values[i]) for i in plan.inputs],
@@ -57,7 +58,9 @@ def inspect(path: Path) -> dict[str, Any]:
             # Calls that are not cortex_m kernels, and why (cortexm.checking.lowering); constant
             # bytes no call reads (cortexm.checking.constants).
             "lowering": lowering.record(plan, sidecar),
-            "lowering_failure": lowering.failure_line(lowering.survey(plan, sidecar)[2]),
+            # A float program is noted, not failed.
+            "lowering_failure": None if note else lowering.failure_line(lowering.survey(plan, sidecar)[2]),
+            "lowering_note": note,
             "constants": constants.survey(program, plan, data, sidecar.constants if sidecar else None).as_dict(),
         })
     return report

@@ -22,8 +22,9 @@ naming nothing:
 - kernel ranks: the portable kernels the runner registers take the input's rank
   (a Conv3d lowers to aten::convolution.out with a 5-D input, which ExecuTorch's
   portable convolution refuses when it runs);
-- lowering: no compute operator is left to compute in float (cortexm.checking.lowering:
-  a model the quantizer did not fully take, an NCHW input).
+- lowering: no compute operator is left to compute in float, or on int8 without a cortex_m
+  kernel (cortexm.checking.lowering: a model the quantizer did not fully take, an NCHW input, a
+  fusion a pass declined); a program nothing quantized is a float program, a NOTE.
 
 The scratch and layout checks are for the core given, else the export's (its
 sidecar); a program with neither is audited for every core cortexm has a runner
@@ -51,7 +52,8 @@ RUNNER_CORES = tuple(c for c in CORES if c.board and not c.hosted)
 
 @dataclass(frozen=True)
 class Finding:
-    status: str  # OK, FAIL, MISSING, FLOAT (computes in float), INVALID (the program does not load), SKIP
+    # OK, FAIL, MISSING, FLOAT (computes in float), INVALID (the program does not load), SKIP, NOTE (not a problem)
+    status: str
     model: str
     text: str = ""
 
@@ -147,11 +149,15 @@ def check_ranks(name: str, plan: ExecutionPlan) -> list[Finding]:
 
 
 def check_lowering(name: str, plan: ExecutionPlan, sidecar: Sidecar | None) -> list[Finding]:
-    """A compute operator left in float (cortexm.checking.lowering): one FLOAT line naming them."""
+    """Compute operators left in float (a FLOAT line naming them) or on int8 without a cortex_m
+    kernel (a FAIL line; cortexm.checking.lowering); a program nothing quantized, a NOTE."""
     from cortexm.checking import lowering
 
-    line = lowering.failure_line(lowering.survey(plan, sidecar)[2])
-    return [Finding("FLOAT", name, line)] if line else []
+    note = lowering.float_program(plan, sidecar)
+    if note:
+        return [Finding("NOTE", name, note)]
+    return [Finding("FLOAT" if line.startswith("left in float") else "FAIL", name, line)
+            for line in lowering.failure_lines(lowering.survey(plan, sidecar)[2])]
 
 
 def check_cores(name: str, plan: ExecutionPlan, cores: tuple[Core, ...], exporter: libs.Library,

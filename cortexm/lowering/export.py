@@ -37,7 +37,7 @@ import numpy as np
 from cortexm import __version__
 from cortexm.base.errors import CortexmError
 from cortexm.base.targets import Core
-from cortexm.lowering import references
+from cortexm.lowering import decisions, references
 from cortexm.lowering.modelsource import ModelBundle
 from cortexm.lowering.quantize import Quantized, quantize, quiet_loggers
 from cortexm.lowering.stage import stage
@@ -71,6 +71,7 @@ class Lowered:
     # what the lowered program's outputs must be.
     signature: list[dict] = field(default_factory=list)
     float_module: Any = None  # the float model, for how far quantization moved the outputs
+    passes: list = field(default_factory=list)  # what the passes warned, per node (cortexm.lowering.decisions)
 
 
 def to_edge_program(quantized: Quantized):
@@ -98,13 +99,14 @@ def lower(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", e
     config = CortexMTargetConfig.from_target_string(core.target_string)
     edge = copy.deepcopy(edge) if edge is not None else to_edge_program(quantized)
     signature = output_signature(edge.exported_program())
-    with stage(quantized.bundle, core, "the cortex_m passes"):
+    said: list[dict] = []
+    with stage(quantized.bundle, core, "the cortex_m passes"), decisions.listening(said):
         # Only the explicit layout passes the flag: ExecuTorch main has no such argument.
         explicit = {"use_explicit_layout": True} if quantized.layout == "explicit" else {}
         edge._edge_programs["forward"] = CortexMPassManager(
             edge.exported_program(), target_config=config, **explicit
         ).transform()
-    return Lowered(edge, quantized.quantized, quantized.models, signature, quantized.float_module)
+    return Lowered(edge, quantized.quantized, quantized.models, signature, quantized.float_module, said)
 
 
 def output_signature(program) -> list[dict]:
@@ -203,6 +205,9 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
         # Where each call came from in the model (cortexm.lowering.provenance), and the name of
         # each constant by its content (cortexm.checking.constants): reports name them.
         "calls": made,
+        # What the quantizer did to each node and what the passes said (cortexm.lowering.decisions):
+        # why a call is not a cortex_m kernel (cortexm.checking.reasons).
+        "quantizer": quantized.decisions, "passes": lowered.passes,
         "constants": constants.names_of(manager.exported_program()),
         # The M55's outputs had ExecuTorch's Helium loops rounded as its scalar loop does: what
         # excuses a cross-core difference as that rounding, and nothing else (cortexm.testing.app).

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from cortexm.base.errors import CortexmError
+from cortexm.lowering import decisions
 from cortexm.lowering.modelsource import ModelBundle
 from cortexm.lowering.stage import stage
 from cortexm.sources import backend_source
@@ -48,6 +49,9 @@ class Quantized:
     layout: str = "legacy"
     # The calibration samples: what accuracy is measured like (cortexm.semantic.accuracy.draw).
     calibration: list = field(default_factory=list)
+    # What the quantizer did to each node (cortexm.lowering.decisions.annotation) and what the
+    # backends warned meanwhile: where a call left unlowered gets its reason.
+    decisions: dict = field(default_factory=dict)
 
 
 def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
@@ -74,8 +78,11 @@ def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
         float_program = torch.export.export(bundle.module, inputs, strict=True)
         # check_guards=False: with torch 2.13 the guard module breaks PT2E annotation.
         graph = float_program.module(check_guards=False)
-    with stage(bundle, None, "quantization"), _one_thread(torch):
-        prepared = prepare_pt2e(graph, CortexMQuantizer())
+    warnings: list[dict] = []
+    with stage(bundle, None, "quantization"), _one_thread(torch), decisions.listening(warnings):
+        quantizer = CortexMQuantizer()
+        prepared = prepare_pt2e(graph, quantizer)
+        annotated = decisions.annotation(prepared, quantizer)
         for sample in bundle.calibration:
             prepared(*sample)
         quantized = convert_pt2e(prepared)
@@ -86,7 +93,8 @@ def quantize(bundle: ModelBundle, layout: str = "legacy") -> Quantized:
         models = {"quantized": _saved(exported), "float": _saved(float_program)}
     # The modules of the programs, as a saved and loaded Quantized has them (load_quantized).
     return Quantized(bundle, exported, exported.module(), float_program.module(), models, layout,
-                     [tuple(t.detach() for t in sample) for sample in bundle.calibration])
+                     [tuple(t.detach() for t in sample) for sample in bundle.calibration],
+                     {**annotated, "warnings": warnings})
 
 
 QUANTIZED_FILES = ("quantized.pt2", "float.pt2", "inputs.bin", "calibration-K.bin", "bundle.json")
@@ -103,7 +111,8 @@ def save_quantized(quantized: Quantized, folder: Path) -> None:
         "layout": quantized.layout, "input_keys": list(b.input_keys),
         "inputs": _save_tensors(Path(folder) / "inputs", b.example_inputs),
         "calibration": [_save_tensors(Path(folder) / f"calibration-{k}", sample)
-                        for k, sample in enumerate(quantized.calibration)]}))
+                        for k, sample in enumerate(quantized.calibration)],
+        "decisions": quantized.decisions}))
 
 
 def _save_tensors(stem: Path, tensors) -> list[dict]:
@@ -145,7 +154,8 @@ def load_quantized(folder: Path) -> Quantized:
     bundle = ModelBundle(meta["name"], floating.module(), tuple(inputs), [], meta["qtol"], meta["source"], meta["notes"],
                          meta["data"], input_keys=tuple(meta.get("input_keys", ())))
     calibration = [tuple(_tensors(folder / f"calibration-{k}", entries)) for k, entries in enumerate(meta["calibration"])]
-    return Quantized(bundle, program, program.module(), floating.module(), models, meta["layout"], calibration)
+    return Quantized(bundle, program, program.module(), floating.module(), models, meta["layout"], calibration,
+                     meta.get("decisions") or {})
 
 
 def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:

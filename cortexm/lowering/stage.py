@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cortexm.base.errors import CortexmError
 from cortexm.base.targets import Core
+from cortexm.lowering import decisions
 from cortexm.lowering.modelsource import ModelBundle
 
 
@@ -32,4 +33,7 @@ class stage:
         while cause.__cause__ is not None:
             cause = cause.__cause__
         first = (str(cause).strip().splitlines() or [""])[0][:300]
-        raise CortexmError(f"lowering {self.where} failed in {self.what}: {type(cause).__name__}: {first}") from error
+        # The pass and the model node it was handling: the error alone names neither.
+        handled = decisions.handled_when(error)
+        raise CortexmError(f"lowering {self.where} failed in {self.what}: {type(cause).__name__}: {first}"
+                           + (f" ({handled})" if handled else "")) from error

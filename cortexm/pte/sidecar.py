@@ -49,6 +49,10 @@ class Sidecar:
     semantic: dict | None = None  # the program against its quantized model (cortexm.semantic)
     accuracy: dict | None = None  # against the float model (cortexm.semantic.accuracy)
     calls: list | None = None  # where each call came from in the model (cortexm.lowering.provenance)
+    # What the quantizer did to each model node, and what the cortex_m passes said of the nodes they
+    # handled (cortexm.lowering.decisions): where a call's reason comes from (cortexm.checking.reasons).
+    quantizer: dict | None = None
+    passes: list | None = None
     constants: dict | None = None  # constant names by content (cortexm.checking.constants)
     upstream_reference: dict | None = None  # findings about ExecuTorch's Python reference
     reference_without_helium: list | None = None  # output digests (cortexm.oracle.helium)

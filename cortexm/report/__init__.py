@@ -68,7 +68,9 @@ def print_inspection(report: dict[str, Any]) -> None:
         out.print(f"  lowered: {lowering['cortex_m']} of {lowering['calls']} calls are cortex_m kernels"
                   + ("; not lowered: " + ", ".join(f"{n} {op}" for op, n in left.items()) if left else ""), markup=False)
         if method.get("lowering_failure"):
-            out.print(f"  FLOAT: {method['lowering_failure']}", markup=False)
+            out.print(f"  FAIL: {method['lowering_failure']}", markup=False)
+        if method.get("lowering_note"):
+            out.print(f"  note: {method['lowering_note']}", markup=False)
         if dead["dead_bytes"]:
             names = ", ".join(d["name"] or d["tensor"] for d in dead["dead"][:6])
             out.print(f"  constants: {dead['dead_bytes']:,} of {dead['bytes']:,} B read by no call "
