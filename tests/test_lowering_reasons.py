@@ -170,3 +170,37 @@ def test_upstreams_arduino_float_examples_verify(tmp_path):
     for example in examples:
         findings = verify_file(example, None, targets.core("cortex-m33"))
         assert [f.status for f in findings] == ["NOTE", "OK"], [f.line() for f in findings]
+
+
+# --- the pinned tree's spatial mean --------------------------------------------------------------------
+
+def test_the_pinned_trees_spatial_mean_is_a_known_defect(exported, monkeypatch):
+    """mean_hw on main cff6f4dd: no pattern annotates aten.mean.dim, and that tree's DecomposeMeanPass
+    rewrites only adaptive_avg_pool2d (upstream PR #22154 adds the mean; the 1.5.1 wheel has it and
+    lowers mean_hw whole, as tests/goldens records). The line is the one a mean no pattern takes gets (mean_over_width, on
+    the wheel); `cortexm export mean_hw` on that tree names the defect after it."""
+    import json
+    from types import SimpleNamespace
+
+    from cortexm import cases, sources
+    from cortexm.base import targets
+    from cortexm.cases import defects
+    from cortexm.cli import lowering as command
+    from cortexm.sources import backend_source
+
+    known = defects.EXECUTORCH_SPATIAL_MEAN
+    assert known in cases.get("mean_hw").known_failures
+    assert not known.applies("cortex-m7", {"lowering": backend_source.lowering_file})  # the wheel this process lowers with
+    tree = sources.locate(sources.EXECUTORCH).path
+    if tree is None:
+        pytest.skip(sources.missing_message(sources.EXECUTORCH))
+    in_tree = {"lowering": lambda rel: tree / rel}
+    if not known.applies("cortex-m7", in_tree):
+        pytest.skip(f"the ExecuTorch tree at {tree} is not one with the defect (main cff6f4dd's decompose_mean_pass.py)")
+    pte = exported(f"{MODELS}:mean_over_width", "cortex-m7")
+    line = lowering.failure_line(lowering.survey(load(pte).plan(), read_sidecar(pte))[2])
+    assert known.explains("lowering", line)
+    monkeypatch.setattr(defects, "default_locators", lambda: in_tree)
+    sidecar = json.loads(pte.with_suffix(".json").read_text())
+    found = command._known_defect(SimpleNamespace(sidecar={**sidecar, "source": {"case": "mean_hw"}}), targets.core("cortex-m7"), line)
+    assert found is known

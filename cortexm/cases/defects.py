@@ -316,19 +316,36 @@ EXECUTORCH_DEAD_WEIGHTS = KnownDefect(
 EXECUTORCH_CONSTANT_MUL = KnownDefect(
     "cortex_m multiply by a constant",
     "ExecuTorch's cortex_m backend leaves a multiply by a constant (an attention's scale, `scores * d ** -0.5`) "
-    "in float: its quantizer accepts the pattern (quantizer/pattern_checkers.py, CortexMAddMulCheck, checks "
-    "broadcasting only when the node has two input nodes, and a Python scalar is none), so the multiply is "
-    "quantized around; the scalar then becomes a float32 [1, 1, 1] constant (ReplaceScalarWithTensorArgPass) "
-    "that nothing quantizes, and no cortex_m pass lowers a multiply whose operand is not a quantized "
-    "activation: the program dequantizes, multiplies in float on the portable kernel, and quantizes again. "
-    "The class of ExecuTorch #21943 (a transformer's bmm, mul and softmax left unquantized); in 1.5.1 and "
-    "main cff6f4dd",
+    "in float: before annotating, the quantizer's ScalarsToAttributePass makes the Python scalar a one-element "
+    "tensor attribute, and its pattern check (quantizer/pattern_checkers.py, CortexMAddMulCheck) refuses a "
+    "multiply whose two operands differ in shape unless it is a channel broadcast (QuantizerReporter: 'Tried "
+    "annotating unsupported configuration of operators'); the multiply is not annotated, and computes in float "
+    "between the bmm's dequantize and the softmax's quantize. The scale as a tensor of the scores' shape "
+    "(a registered buffer) is annotated and lowered. The class of ExecuTorch #21943 (a transformer's bmm, mul "
+    "and softmax left unquantized); in 1.5.1 and main cff6f4dd",
     component="lowering",
     files=(("backends/cortex_m/quantizer/pattern_checkers.py",
             ("13377471e59824ccac6986ad3c0cea60517f02fea0bf5ee39a9decb0567c5d27", "f19cc159574f54507466fa5a369f7aa0dbc442c7b0f604e9f7611c58c13a573e",  # 1.5.1
              "f9e830fc07fb3dc2de01c8d5b5581e13dc43e72fda8a755499bbe35415108c78", "7d268b66e82da0bedc5c89e2031324288e06f71efe97820b03d4b385fd976ece")),),  # cff6f4dd
     stage="lowering",
     signature=r"aten::mul\.out",
+)
+
+EXECUTORCH_SPATIAL_MEAN = KnownDefect(
+    "cortex_m spatial mean",
+    "ExecuTorch main cff6f4dd's cortex_m lowering leaves a mean over H and W (`x.mean((2, 3))`, the other "
+    "spelling of nn.AdaptiveAvgPool2d(1)) in float: no quantizer pattern has aten.mean.dim, and "
+    "DecomposeMeanPass (passes/decompose_mean_pass.py, run before annotation) rewrites only "
+    "adaptive_avg_pool2d into the average pool CMSIS-NN runs, so the mean is not annotated and computes in "
+    "float between the input's quantize and the output's. Fixed upstream by PR #22154 (merged after cff6f4dd; "
+    "the 1.5.1 wheel has it, and lowers the mean as cortex_m::quantized_avg_pool2d): DecomposeMeanPass "
+    "rewrites a 4-D mean over both spatial dimensions as avg_pool2d. Case mean_hw",
+    component="lowering",
+    files=(("backends/cortex_m/passes/decompose_mean_pass.py",
+            ("29226499176bdc6a0bcd88f09d270dc62e7f95cf313505e46e8396f35fce860a", "123ec274800356621d718b77db3a59a6fed9fda88b79e17cea69b01a0ffde4d2")),),  # cff6f4dd
+    # The mean left in float, and so the lowered graph the 1.5.1 golden does not have.
+    stage=("lowering", "dialect"),
+    signature=r"aten::mean\.out|^lowered graph differs from .*mean_hw\.txt$",
 )
 
 EXECUTORCH_BMM_OF_LINEAR = KnownDefect(

@@ -74,7 +74,9 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     failure = _say_deployment(result, core)
     _say_semantic(result.sidecar.get("semantic"))  # the export's own record, before it is read back
     if failure:
-        click.echo(f"FAIL {result.name} lowering: {failure}")
+        known = _known_defect(result, core, failure)
+        click.echo(f"FAIL {result.name} lowering: {failure}"
+                   + (f" ({known.name}: a known defect of the code that lowered it, cortexm/cases/defects.py)" if known else ""))
     inaccurate = _accuracy_failures(result)
     for line in inaccurate:
         click.echo(f"FAIL {result.name} accuracy: {line}")
@@ -89,6 +91,15 @@ def _accuracy_failures(result) -> list[str]:
     sidecar = result.sidecar
     calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.get("semantic") or {}).get("points", [])}
     return realinputs.failures(sidecar.get("accuracy"), sidecar.get("data", "uniform"), calls)
+
+
+def _known_defect(result, core, failure: str):
+    """The known defect of a built-in case that explains its lowering failure here, or None."""
+    from cortexm import cases
+
+    name = (result.sidecar.get("source") or {}).get("case")
+    case = cases.get(name) if name else None
+    return next((d for d in case.defects_here(core.name) if d.explains("lowering", failure)), None) if case else None
 
 
 def _say_deployment(result, core) -> str | None:
