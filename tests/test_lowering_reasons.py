@@ -9,6 +9,7 @@ what the quantizer and the passes really did, and each fix by lowering the model
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,27 @@ def test_the_pinned_trees_spatial_mean_is_a_known_defect(exported, monkeypatch):
     sidecar = json.loads(pte.with_suffix(".json").read_text())
     found = command._known_defect(SimpleNamespace(sidecar={**sidecar, "source": {"case": "mean_hw"}}), targets.core("cortex-m7"), line)
     assert found is known
+
+
+def test_dead_weights_look_fixed_only_where_a_program_could_show_them(exported, monkeypatch):
+    from rich.console import Console
+
+    from cortexm.base import targets
+    from cortexm.pte.bundle import Bundle
+    from cortexm.report import summary
+    from cortexm.report.results import CaseResult
+    from cortexm.testing import checks
+
+    measured = {}
+    for case in ("linear", "conv2d"):
+        measured[case] = CaseResult(case, "cortex-m7")
+        checks._check_constants(Bundle.open(exported(case, "cortex-m7")), targets.core("cortex-m7"), measured[case])
+    assert not measured["linear"].dead_pattern and measured["linear"].dead_bytes == 0
+    assert measured["conv2d"].dead_pattern and measured["conv2d"].dead_bytes  # the defect, in the wheel
+    out = io.StringIO()
+    monkeypatch.setattr(summary, "console", lambda: Console(file=out, width=400))
+    summary._dead_constants([measured["linear"]])  # a linear on the M7: nothing to show the defect
+    assert "looks fixed" not in out.getvalue() and "0 of" in out.getvalue()
+    fixed = CaseResult("conv2d", "cortex-m7", constant_bytes=832, dead_bytes=0, dead_pattern=True)
+    summary._dead_constants([fixed])  # a convolution without the dead copy: the defect is gone
+    assert "cortex_m dead weights looks fixed here" in out.getvalue()

@@ -362,6 +362,21 @@ EXECUTORCH_BMM_OF_LINEAR = KnownDefect(
     signature=r"expected scalar type torch\.int8 but found torch\.int32",
 )
 
+# The calls beside which cortex_m dead weights leaves constants no call reads: every
+# convolution's original weight, and on MVE every linear's bias. A program without them cannot
+# show the defect, whether it is fixed or not.
+DEAD_WEIGHTS_CALLS = ("cortex_m::quantized_conv2d", "cortex_m::quantized_depthwise_conv2d",
+                      "cortex_m::quantized_transpose_conv2d")
+DEAD_WEIGHTS_CALLS_MVE = (*DEAD_WEIGHTS_CALLS, "cortex_m::quantized_linear")
+
+
+def shows_dead_weights(operators, backend: str) -> bool:
+    """Whether a program calling `operators` (qualified names) on a core of CMSIS-NN `backend`
+    would carry EXECUTORCH_DEAD_WEIGHTS's constants if the code under test has it."""
+    wanted = DEAD_WEIGHTS_CALLS_MVE if backend == "MVE" else DEAD_WEIGHTS_CALLS
+    return any(op.split(".", 1)[0] in wanted for op in operators)
+
+
 NCHW_INPUT = KnownDefect(
     "an NCHW input",
     "a model given contiguous (NCHW) inputs: the cortex_m quantizer takes convolutions only in channels_last, "

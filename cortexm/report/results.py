@@ -54,6 +54,9 @@ class CaseResult:
     constant_bytes: int | None = None
     dead_bytes: int | None = None
     dead_cause: str = ""
+    # The program has the calls beside which that defect leaves constants (a convolution; on MVE a
+    # linear): only such programs can show it fixed (cortexm.cases.defects.shows_dead_weights).
+    dead_pattern: bool = False
     pte_bytes: int | None = None
     # The program against the float model over inputs drawn like the calibration data
     # (cortexm.semantic.accuracy): the lowest SQNR over its outputs, top-1 agreement ("k/n"),

@@ -165,6 +165,9 @@ def _check_constants(bundle: Bundle, core: Core, result: CaseResult) -> None:
     data, program = bundle.data, bundle.program()
     found = constants.survey(program, program.plan(), data, bundle.sidecar.constants)
     result.pte_bytes, result.constant_bytes, result.dead_bytes = len(data), found.total, found.dead_bytes
+    # Whether the program could show the known defect at all: what a claim that it is fixed needs.
+    result.dead_pattern = defects.shows_dead_weights({op.qualified_name for _, op, _ in program.plan().kernel_calls()},
+                                                     core.backend)
     if not found.dead:
         return
     result.stages.append("constants")
