@@ -157,3 +157,54 @@ def test_every_import_of_cortexm_names_what_exists():
                     if not hasattr(module, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
                         missing.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.module} has no {alias.name}")
     assert missing == []
+
+
+# --- one writer: every file cortexm writes, moves or removes goes through cortexm.base.writes ------
+
+WRITER = PACKAGE / "base" / "writes.py"
+_WRITING_METHODS = {"write_text", "write_bytes", "touch", "symlink_to", "hardlink_to", "rename", "unlink", "rmdir",
+                    "tofile", "extractall", "extract"}
+_WRITING_CALLS = {("shutil", n) for n in ("copy", "copy2", "copyfile", "copytree", "move", "rmtree", "copymode")} | \
+    {("os", n) for n in ("replace", "rename", "remove", "unlink", "symlink", "link", "rmdir", "removedirs", "mkfifo",
+                         "truncate")} | \
+    {("tempfile", n) for n in ("mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory", "TemporaryFile")} | \
+    {("np", "save"), ("numpy", "save"), ("np", "savez"), ("torch", "save")}
+_WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"}
+
+
+def writes_outside_the_writer(source: str) -> list[str]:
+    """The calls in `source` that write, move or remove a file (what cortexm.base.writes is for)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            text = mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else "?" if mode else "r"
+            if set(text) & set("wax+?"):
+                found.append(f"line {node.lineno}: open(..., {text!r})")
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            if (owner, func.attr) in _WRITING_CALLS:
+                found.append(f"line {node.lineno}: {owner}.{func.attr}")
+            elif owner == "os" and func.attr == "open" and _WRITE_FLAGS & {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}:
+                found.append(f"line {node.lineno}: os.open for writing")
+            elif owner not in ("os", "shutil", "tempfile", "writes") and func.attr in _WRITING_METHODS:
+                found.append(f"line {node.lineno}: .{func.attr}(...)")
+    return sorted(found, key=lambda line: int(line.split()[1].rstrip(":")))
+
+
+def test_only_the_writer_writes_files():
+    """cortexm.base.writes is where every write, move and removal happens, so that its rules (no
+    write through a link, none outside the folder written) hold for all of them."""
+    offenders = {str(path.relative_to(PACKAGE)): lines for path in sorted(PACKAGE.rglob("*.py")) if path != WRITER
+                 for lines in [writes_outside_the_writer(path.read_text())] if lines}
+    assert not offenders, "files written outside cortexm.base.writes: " + "; ".join(
+        f"{name}: {', '.join(lines)}" for name, lines in offenders.items())
+
+
+def test_the_writer_check_sees_a_write():
+    source = ("from pathlib import Path\nimport shutil, os\nPath('x').write_text('y')\nwith open('z', 'a') as f: pass\n"
+              "shutil.rmtree('d')\nos.open('p', os.O_WRONLY | os.O_CREAT)\nopen('r').read()\n")
+    assert [line.split(":")[0] for line in writes_outside_the_writer(source)] == ["line 3", "line 4", "line 5", "line 6"]

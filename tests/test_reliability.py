@@ -617,3 +617,22 @@ def test_an_interrupted_sweep_of_any_length_keeps_its_finished_samples(runners, 
     assert data["meta"]["interrupted"] and data["results"], data["meta"]
     assert {r["case"] for r in data["results"]} <= {f"sweep_add_0_{i}" for i in range(1000)}
     _assert_one_line_error(run_cli("report", "merge", str(report)), "interrupted")
+
+
+def test_the_writer_never_writes_through_a_link(tmp_path):
+    from cortexm.base import writes
+
+    victim = tmp_path / "notes.txt"
+    victim.write_text("the user's\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "log.txt").symlink_to(victim)
+    with pytest.raises(CortexmError, match="is a link"):
+        with writes.stream(out / "log.txt") as f:
+            f.write("overwritten")
+    writes.atomic(out / "log.txt", "cortexm's")  # the link is replaced, not followed
+    assert victim.read_text() == "the user's\n" and (out / "log.txt").read_text() == "cortexm's"
+    (out / "sub").symlink_to(tmp_path)
+    with pytest.raises(CortexmError, match="leads out of"):
+        writes.atomic(out / "sub" / "x.txt", "data", inside=out)
+    assert not (tmp_path / "x.txt").exists()

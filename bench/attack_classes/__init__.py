@@ -21,4 +21,5 @@ from attack_classes import (  # noqa: F401 - each registers its attacks
     locks,
     reports,
     trust,
+    gates,
 )

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm.base import children
+from cortexm.base import children, writes
 from cortexm.base.errors import CortexmError
 from cortexm.firmware import tools
 from cortexm.firmware.commands import build_environment, builds_dir, first_problem
@@ -54,8 +54,8 @@ def compile_library(library: Path, core: Core, core_include: Path, jobs: int = 2
     key = files_digest(library, core_include) + repr((core.gcc_flags, gcc, C_FLAGS, CXX_FLAGS, DEFINES))
     work = builds_dir() / "arduino" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if not (work / library.name).is_dir():  # compiled in place, so that ninja's paths stay the same
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(library, work / library.name)
+        writes.remove_tree(work)
+        writes.copy_tree(library, work / library.name)
     library = work / library.name
     src = library / "src"
     include = [f"-I{src}", f"-I{core_include}"]
@@ -76,13 +76,13 @@ def compile_library(library: Path, core: Core, core_include: Path, jobs: int = 2
         cpp.parent.mkdir(parents=True, exist_ok=True)
         text = SKETCH_PREAMBLE.format(name=ino.name) + ino.read_text()
         if not cpp.is_file() or cpp.read_text() != text:
-            cpp.write_text(text)
+            writes.atomic(cpp, text)
         obj = cpp.with_suffix(".o")
         builds.append(f"build {_ninja_path(obj)}: cxx {_ninja_path(cpp)}\n  extra = -I{_ninja_path(ino.parent)}\n")
         objects.append(obj)
-    (work / "build.ninja").write_text("".join(rules + builds))
+    writes.atomic(work / "build.ninja", "".join(rules + builds))
     log = work / "compile.log"
-    with open(log, "w") as f:
+    with writes.stream(log) as f:
         done = children.run([ninja, "-C", str(work), "-k", "0", "-j", str(jobs)], stdout=f, stderr=subprocess.STDOUT,
                             env=build_environment())
     if done.returncode != 0:

@@ -14,17 +14,15 @@ provenance in extras/. The folder is written whole or not at all.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cortexm.checking import library as libs
 from cortexm import sources
-from cortexm.base import children, manifest
+from cortexm.base import children, manifest, writes
 from cortexm.arduino import assemble, lint, provenance
 from cortexm.arduino.upstream import Upstream
 from cortexm.base.errors import CortexmError
@@ -60,7 +58,7 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
     trees = provenance.trees(et, nn, executorch_rev, cmsis_nn_rev)
     flatbuffers_include, flatbuffers_license = _flatbuffers()
 
-    with tempfile.TemporaryDirectory(prefix="cortexm-arduino-") as tmp:
+    with writes.temporary_folder(prefix="cortexm-arduino-") as tmp:
         ops = upstream.library_ops()
         say(f"generating the registration of {len(ops)} operators and the schema headers (kernels/codegen)")
         generated = codegen.generate(et, ops, Path(tmp) / "codegen")
@@ -68,7 +66,7 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
         files = assemble.plan(upstream, generated, nn, flatbuffers_include, flatbuffers_license,
                               lambda pte: _model_header(upstream, pte, Path(tmp)))
         out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.partial-"))  # never a user's name
+        staging = writes.new_folder(out.parent, prefix=f".{out.name}.partial-")  # never a user's name
         try:
             _write(staging, files)
             library = libs.load(staging)
@@ -89,7 +87,7 @@ def generate(out: str | Path, *, executorch_src: str | Path | None = None, cmsis
             record[manifest.KEY] = manifest.of_folder(staging, skip=provenance.JSON)
             _write(staging, {provenance.JSON: provenance.files(record)[provenance.JSON]})  # last: the manifest
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            writes.remove_tree(staging)
             raise
     _keep_theirs(out, staging, owned)
     _replace_folder(staging, out)
@@ -139,26 +137,26 @@ def _keep_theirs(out: Path, staging: Path, owned: manifest.OwnedFolder) -> None:
             continue
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         if path.is_symlink():
-            os.symlink(os.readlink(path), staging / rel)
+            writes.link(os.readlink(path), staging / rel)
         else:
-            shutil.copy2(path, staging / rel)
+            writes.copy(path, staging / rel)
 
 
 def _replace_folder(staging: Path, out: Path) -> None:
     """`staging` becomes `out`; the folder it replaces (checked before: cortexm's, or --force)
     is moved aside first, so `out` is at every moment a whole library or absent."""
     if not os.path.lexists(out):
-        os.replace(staging, out)
+        writes.move(staging, out)
         return
-    aside = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
-    os.replace(out, aside / "old")
-    os.replace(staging, out)
-    shutil.rmtree(aside, ignore_errors=True)
+    aside = writes.new_folder(out.parent, prefix=f".{out.name}.replaced-")
+    writes.move(out, aside / "old")
+    writes.move(staging, out)
+    writes.remove_tree(aside)
 
 
 def _write(folder: Path, files: dict[str, bytes]) -> None:
     for rel, data in files.items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        writes.atomic(path, data)
         path.chmod(0o644)

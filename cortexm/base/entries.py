@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from cortexm.base import children, manifest
+from cortexm.base import children, manifest, writes
 
 MANIFEST = "entry.json"  # written last: every other file of the entry, with size and sha256
 TMP_PREFIX = ".tmp-"  # .tmp-PID-XXXX: an entry being written by process PID
@@ -34,7 +32,7 @@ def intact(folder: Path, damaged: Callable[[str], None] | None = None) -> dict[s
         return written
     if damaged is not None:
         damaged(problem)
-    shutil.rmtree(folder, ignore_errors=True)
+    writes.remove_tree(folder)
     return None
 
 
@@ -43,21 +41,21 @@ def new(parent: Path) -> Path:
     of processes that are gone are removed."""
     parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(parent)
-    folder = Path(tempfile.mkdtemp(dir=parent, prefix=f"{TMP_PREFIX}{os.getpid()}-"))
-    (folder / UNFINISHED).write_text(f"cortexm {os.getpid()} {folder.name}\n")
+    folder = writes.new_folder(parent, prefix=f"{TMP_PREFIX}{os.getpid()}-")
+    writes.new_file(folder / UNFINISHED, f"cortexm {os.getpid()} {folder.name}\n")
     return folder
 
 
 def publish(tmp: Path, final: Path) -> None:
     """Seal `tmp` with its manifest and move it to `final` in one step; where another process
     stored the same entry first, `tmp` is dropped."""
-    (tmp / UNFINISHED).unlink(missing_ok=True)
+    writes.remove(tmp / UNFINISHED)
     manifest_data = {manifest.KEY: manifest.of_folder(tmp, skip=MANIFEST)}
-    (tmp / MANIFEST).write_text(json.dumps(manifest_data, indent=1) + "\n")
+    writes.new_file(tmp / MANIFEST, json.dumps(manifest_data, indent=1) + "\n")
     try:
-        tmp.rename(final)
+        writes.move(tmp, final)
     except OSError:  # another process stored the same entry first
-        shutil.rmtree(tmp, ignore_errors=True)
+        writes.remove_tree(tmp)
 
 
 def remove_abandoned(folder: Path) -> None:
@@ -71,5 +69,5 @@ def remove_abandoned(folder: Path) -> None:
             continue  # not cortexm's
         if (len(words) == 3 and words[0] == "cortexm" and words[1].isdigit() and words[2] == tmp.name
                 and not tmp.is_symlink() and not children.alive(int(words[1]))):
-            shutil.rmtree(tmp, ignore_errors=True)
+            writes.remove_tree(tmp)
 

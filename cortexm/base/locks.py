@@ -20,7 +20,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from cortexm.base import trust
+from cortexm.base import trust, writes
 from cortexm.base.errors import CortexmError
 
 _HELD: dict[str, object] = {}  # lock path -> its open file, for as long as the process lives
@@ -42,7 +42,7 @@ def hold(place: Path, what: str, retry: str = "wait for it to finish, or choose 
     path = _lock_file(place)
     if str(path) in _HELD:
         return
-    handle = open(path, "a+")
+    handle = writes.opened(path, "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -61,7 +61,7 @@ def hold(place: Path, what: str, retry: str = "wait for it to finish, or choose 
 def waiting(place: Path):
     """Hold the lock of `place` while the block runs, waiting for another process's turn."""
     path = _lock_file(place)
-    with open(path, "a+") as handle:
+    with writes.stream(path, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

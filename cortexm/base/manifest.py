@@ -16,14 +16,13 @@ One record, two uses:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path, PurePosixPath
 
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError, StorageError
 
 KEY = "written"  # in a sidecar, build.json, provenance.json: {relative path: {size, sha256}}
@@ -164,13 +163,7 @@ def probe_writable(folder: Path, target: Path | None = None, what: str = "output
     """A byte written to a new file in `folder` and removed again, or a StorageError naming
     `target` (default `folder`)."""
     try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".cortexm-probe-")
-        try:
-            os.write(fd, b"\0")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.unlink(probe)
+        writes.probe(folder)
     except OSError as e:
         raise StorageError(f"{target or folder}: cannot write the {what} in {folder} ({e.strerror or e})") from None
 
@@ -264,7 +257,7 @@ class OwnedFolder:
         self.folder.mkdir(parents=True, exist_ok=True)
         record = {"open": {"pid": os.getpid(), "outputs": list(self.outputs),
                            "theirs": {rel: list(fp) for rel, fp in self.theirs.items()}}, KEY: self.ours}
-        atomic_write(self.folder / self.manifest_name, (json.dumps(record, indent=1) + "\n").encode())
+        writes.atomic(self.folder / self.manifest_name, (json.dumps(record, indent=1) + "\n").encode())
 
     def mine(self, rel: str) -> bool:
         """Whether cortexm may write `rel` here: an output, not a user's file (without --force)."""
@@ -273,7 +266,7 @@ class OwnedFolder:
     def clear(self) -> None:
         """Removes the files an earlier run listed (as they were written)."""
         for rel in self.ours:
-            (self.folder / rel).unlink(missing_ok=True)
+            writes.remove(self.folder / rel)
         self.ours = {}
         self._open()
 
@@ -286,11 +279,11 @@ class OwnedFolder:
             written = {rel: entry(path) for rel, path in files_in(self.folder)
                        if rel != self.manifest_name and _matches(rel, self.outputs) and _regular(path)
                        and self.theirs.get(rel) != _fingerprint(path)}
-            atomic_write(self.folder / self.manifest_name,
+            writes.atomic(self.folder / self.manifest_name,
                          (json.dumps({**(extra or {}), KEY: {**written}}, indent=1) + "\n").encode())
         except OSError:
             for rel in written:
-                (self.folder / rel).unlink(missing_ok=True)
+                writes.remove(self.folder / rel)
             raise
 
 
@@ -306,33 +299,3 @@ def _matches(rel: str, patterns) -> bool:
     import fnmatch
 
     return any(fnmatch.fnmatchcase(rel, str(p)) for p in patterns)
-
-
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """`path` holds `data` whole, or is as it was (a symlink at `path` is replaced, never followed)."""
-    atomic_write_all([(Path(path), data)])
-
-
-def atomic_write_all(files: list[tuple[Path, bytes]]) -> None:
-    """Every file whole, or none changed: all are written beside their place first, under names
-    no user chose (a full disk stops it there, and the partial files go), then renamed into
-    place in order, the last one last (a manifest that vouches for the others)."""
-    written: list[tuple[str, Path]] = []
-    try:
-        for path, data in files:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.", suffix=".partial")
-            written.append((tmp, path))
-            os.fchmod(fd, 0o666 & ~_UMASK)  # as a plain open() would make it, not mkstemp's 0600
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-    except BaseException:
-        for tmp, _path in written:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        raise
-    for tmp, path in written:
-        os.replace(tmp, path)

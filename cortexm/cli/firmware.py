@@ -204,16 +204,10 @@ def _audit(bundle, target_core) -> None:
 
 
 def _save_npy(path: Path, values) -> None:
-    import io
+    from cortexm.base import writes
 
-    import numpy as np
-
-    from cortexm.base import manifest
-
-    data = io.BytesIO()
-    np.save(data, values, allow_pickle=False)
     path.parent.mkdir(parents=True, exist_ok=True)  # checked before the run: it can be made
-    manifest.atomic_write(path, data.getvalue())
+    writes.save_npy(path, values)
 
 
 def _describe_output(index: int, out, diff, top: int = 0, labels: list[str] | None = None) -> dict:

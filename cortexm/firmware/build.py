@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Callable
 
 from cortexm import sources
 
-from cortexm.base import locks, manifest, trust
+from cortexm.base import locks, manifest, trust, writes
 from cortexm.base.errors import CortexmError, InputsChanged
 from cortexm.firmware import paths, tools
 from cortexm.firmware.commands import BUILD_CACHE_ENV, _run, build_jobs, builds_dir, first_problem  # noqa: F401
@@ -178,8 +177,8 @@ def build_runner(
     work = builds_dir() / "work" / f"{core.short}-{board}-{work_key}"
 
     if fresh:
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        writes.remove_tree(out)
+        writes.remove_tree(work)
     cached = _load_cached(out, core, say)
     if cached is not None:
         return cached
@@ -230,7 +229,7 @@ def _load_cached(out: Path, core: Core, say: Callable[[str], None], remove: bool
     if problem is not None:
         say(f"note: the runner in {out} is damaged ({problem}); " + ("building it again" if remove else "not using it"))
         if remove:
-            shutil.rmtree(out, ignore_errors=True)
+            writes.remove_tree(out)
         return None
     return runner if inputs.get("core") == core.name else None
 
@@ -302,11 +301,11 @@ def _configure(work: Path, core: Core, board: str, ops: tuple[str, ...], options
 def _publish(work: Path, out: Path, record: dict) -> None:
     """Copies the ELF and map into the cache folder, whole or not at all."""
     staging = out.with_name(out.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    writes.remove_tree(staging)
     staging.mkdir(parents=True)
     for name in (ELF_NAME, MAP_NAME):
-        shutil.copy2(work / name, staging / name)
+        writes.copy(work / name, staging / name)
     record = {**record, manifest.KEY: manifest.of_files(staging, [ELF_NAME, MAP_NAME])}
-    (staging / "build.json").write_text(json.dumps(record, indent=2) + "\n")  # last: it vouches for the rest
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(staging, out)
+    writes.atomic(staging / "build.json", json.dumps(record, indent=2) + "\n")  # last: it vouches for the rest
+    writes.remove_tree(out)
+    writes.move(staging, out)

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from cortexm import sources
-from cortexm.base import children, trust
+from cortexm.base import children, trust, writes
 from cortexm.base.errors import CortexmError, StorageError
 
 BUILD_CACHE_ENV = "CORTEXM_BUILD_CACHE"
@@ -48,7 +48,7 @@ def build_environment() -> dict[str, str]:
 def _run(work: Path, command: list[str], log_name: str, what: str, task=None) -> None:
     """Runs a build step into its log, in build_environment(); ninja's [N/M] lines move `task` along."""
     log = work / log_name
-    with open(log, "w") as f, children.started(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    with writes.stream(log) as f, children.started(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, text=True, errors="replace",
                                                env=build_environment()) as process:
         assert process.stdout is not None  # stdout=PIPE

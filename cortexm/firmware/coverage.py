@@ -29,12 +29,12 @@ import json
 import shutil
 import struct
 import subprocess
-import tempfile
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError
 
 
@@ -66,11 +66,11 @@ def reset(runner) -> None:
     """Counters back to zero before the runs."""
     work = runner.work()
     if work is not None:
-        shutil.rmtree(work / TOTAL, ignore_errors=True)
-        shutil.rmtree(work / RUNS, ignore_errors=True)
-        (work / VALUES).unlink(missing_ok=True)
+        writes.remove_tree(work / TOTAL)
+        writes.remove_tree(work / RUNS)
+        writes.remove(work / VALUES)
         for gcda in work.rglob("*.gcda"):
-            gcda.unlink()
+            writes.remove(gcda)
 
 
 def absorb(runner, records: bytes, program: Path | None = None) -> None:
@@ -79,7 +79,7 @@ def absorb(runner, records: bytes, program: Path | None = None) -> None:
     work = runner.work()
     if work is None:
         return
-    with _ABSORBING[work], tempfile.TemporaryDirectory(dir=work) as tmp:
+    with _ABSORBING[work], writes.temporary_folder(work) as tmp:
         run = Path(tmp) / "run"
         name, offset, values = None, 0, []
         while offset < len(records):
@@ -90,9 +90,9 @@ def absorb(runner, records: bytes, program: Path | None = None) -> None:
             if tag == b"F":
                 name = run / data.decode().lstrip("/")
                 name.parent.mkdir(parents=True, exist_ok=True)
-                name.write_bytes(b"")
+                writes.atomic(name, b"")
             elif tag == b"D" and name is not None:
-                with open(name, "ab") as f:
+                with writes.stream(name, "ab") as f:
                     f.write(data)
             elif tag == b"V":
                 values.append(data)
@@ -102,7 +102,7 @@ def absorb(runner, records: bytes, program: Path | None = None) -> None:
             _keep(run, work / RUNS, program)
         total = work / TOTAL
         if not total.exists():
-            run.rename(total)
+            writes.move(run, total)
             return
         done = subprocess.run([_arm_tool("gcov-tool"), "merge", str(total), str(run), "-o", str(total)],
                               capture_output=True, text=True, timeout=300)
@@ -117,7 +117,7 @@ def _add_values(path: Path, records: list[bytes]) -> None:
         kind, line, *counts = struct.unpack_from("<7I", data)
         key = f"{chr(kind)} {data[28:].decode(errors='replace')}:{line}"
         sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 5), counts)]
-    path.write_text(json.dumps(sums))
+    writes.atomic(path, json.dumps(sums))
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def values(runner, out_dir: Path) -> list[ValueSite]:
     if lost:
         out.append(f"(call sites lost in runs whose table was full: {lost})")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / VALUE_SITES).write_text("\n".join(out) + ("\n" if out else ""))
+    writes.atomic(out_dir / VALUE_SITES, "\n".join(out) + ("\n" if out else ""))
     return sites
 
 
@@ -180,13 +180,13 @@ def _keep(run: Path, runs: Path, program: Path) -> None:
         if _executed(gcda.read_bytes()):
             target = kept / gcda.relative_to(run)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(gcda, target)
+            writes.copy(gcda, target)
     kept.mkdir(parents=True, exist_ok=True)
     # NAME.isolated.pte is the memory oracle's build of NAME's program (cortexm.lowering.export).
     name = program.name.removesuffix(".pte").removesuffix(".isolated")
     main = program.with_name(f"{name}.pte")
     size = (main if main.is_file() else program).stat().st_size
-    (kept / "program.json").write_text(json.dumps({"name": name, "bytes": size}))
+    writes.atomic(kept / "program.json", json.dumps({"name": name, "bytes": size}))
 
 
 def _executed(gcda: bytes) -> bool:
@@ -219,7 +219,7 @@ def collect(runner, out_dir: Path) -> list[FileCoverage]:
         for gcda in total.rglob("*.gcda"):
             target = Path("/") / gcda.relative_to(total)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(gcda, target)
+            writes.copy(gcda, target)
     roots = _roots(trees)
     notes = [*(work / "CMakeFiles" / "cortex_m_kernels.dir").rglob("*.gcno"), *(work / "cmsis-nn").rglob("*.gcno")]
     lines, functions, branches = _read(gcov, [note.with_suffix(".gcda") for note in notes], work, roots)
@@ -229,9 +229,9 @@ def collect(runner, out_dir: Path) -> list[FileCoverage]:
                           sum(1 for a in branches.get(path, {}).values() for c in a if c))
              for path in sorted(lines)]
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "lcov.info").write_text(_lcov(lines, functions, branches, roots))
-    (out_dir / "cobertura.xml").write_text(_cobertura(lines, branches, roots))
-    (out_dir / NEVER).write_text(_never_taken(lines, branches, roots))
+    writes.atomic(out_dir / "lcov.info", _lcov(lines, functions, branches, roots))
+    writes.atomic(out_dir / "cobertura.xml", _cobertura(lines, branches, roots))
+    writes.atomic(out_dir / NEVER, _never_taken(lines, branches, roots))
     return files
 
 
@@ -294,8 +294,8 @@ def attribute(runner, out_dir: Path, in_scope) -> list[str]:
         for gcda in run.rglob("*.gcda"):
             note = Path("/") / gcda.relative_to(run).with_suffix(".gcno")
             if note.is_file():
-                gcda.with_suffix(".gcno").unlink(missing_ok=True)
-                gcda.with_suffix(".gcno").symlink_to(note)  # gcov reads the notes beside the data
+                writes.remove(gcda.with_suffix(".gcno"))
+                writes.link(note, gcda.with_suffix(".gcno"))  # gcov reads the notes beside the data
                 gcdas.append(gcda)
         _, _, branches = _read(gcov, gcdas, work, roots)
         for path, by_line in branches.items():
@@ -316,7 +316,7 @@ def attribute(runner, out_dir: Path, in_scope) -> list[str]:
         text = _line(_source_lines(path, roots), number)
         out.append(f"{path}:{number} arc {k} of {arcs_of[(path, number)]}: {text}  <- {name} ({size:,} bytes)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / SCOPE_ONLY).write_text("\n".join(out) + ("\n" if out else ""))
+    writes.atomic(out_dir / SCOPE_ONLY, "\n".join(out) + ("\n" if out else ""))
     return out
 
 

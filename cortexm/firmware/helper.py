@@ -23,6 +23,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError
 from cortexm.sources import identity
 
@@ -88,10 +89,10 @@ def build_helper(tree: Path, progress=None) -> Path:
         if built is None:
             raise CortexmError(f"building CMSIS-NN's buffer-size module left no cmsis_nn{suffix} in {work}")
         staging = out.with_name(out.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
+        writes.remove_tree(staging)
         staging.mkdir(parents=True)
-        shutil.copy2(built, staging / module.name)
-        (staging / RECORD).write_text(json.dumps({"tree": str(tree), "identity": ident.describe()}) + "\n")
-        shutil.rmtree(out, ignore_errors=True)
-        staging.rename(out)
+        writes.copy(built, staging / module.name)
+        writes.atomic(staging / RECORD, json.dumps({"tree": str(tree), "identity": ident.describe()}) + "\n")
+        writes.remove_tree(out)
+        writes.move(staging, out)
     return module

@@ -137,7 +137,7 @@ def write_golden(goldens: Path, core_name: str, case_name: str, text: str) -> Pa
     """`text` as the golden of the case on the core, inside `goldens` and nowhere else: never
     through a link (a folder or the file itself) that leads out of it, and replacing only a
     golden file (what `render` writes) or nothing."""
-    from cortexm.base import files, manifest
+    from cortexm.base import files, writes
 
     files.check_name(case_name, "case name")
     path = golden_path(goldens, core_name, case_name)
@@ -153,7 +153,7 @@ def write_golden(goldens: Path, core_name: str, case_name: str, text: str) -> Pa
             head = f.read(len(FORMAT_LINE))
         if not head.startswith(b"# cortexm dialect"):
             raise CortexmError(f"{path} is not a golden file cortexm wrote; remove it to write its golden")
-    manifest.atomic_write(path, text.encode())
+    writes.atomic(path, text.encode())
     return path
 
 

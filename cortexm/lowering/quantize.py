@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError
 from cortexm.lowering import decisions
 from cortexm.lowering.modelsource import ModelBundle
@@ -104,9 +105,9 @@ def save_quantized(quantized: Quantized, folder: Path) -> None:
     """Write `quantized` into `folder` (QUANTIZED_FILES), for load_quantized: nothing pickled
     (the example inputs are raw bytes, described in bundle.json)."""
     for kind, data in quantized.models.items():
-        (Path(folder) / f"{kind}.pt2").write_bytes(data)
+        writes.atomic(Path(folder) / f"{kind}.pt2", data)
     b = quantized.bundle
-    (Path(folder) / "bundle.json").write_text(json.dumps({
+    writes.atomic(Path(folder) / "bundle.json", json.dumps({
         "name": b.name, "qtol": b.qtol, "source": b.source, "notes": b.notes, "data": b.data,
         "layout": quantized.layout, "input_keys": list(b.input_keys),
         "inputs": _save_tensors(Path(folder) / "inputs", b.example_inputs),
@@ -118,7 +119,7 @@ def save_quantized(quantized: Quantized, folder: Path) -> None:
 def _save_tensors(stem: Path, tensors) -> list[dict]:
     """Tensors as raw bytes in STEM.bin (nothing pickled); what _tensors needs to read them back."""
     tensors = [t.detach() for t in tensors]
-    stem.with_suffix(".bin").write_bytes(b"".join(t.contiguous().numpy().tobytes() for t in tensors))
+    writes.atomic(stem.with_suffix(".bin"), b"".join(t.contiguous().numpy().tobytes() for t in tensors))
     return [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "strides": list(t.stride())}
             for t in tensors]
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cortexm.base import manifest
+from cortexm.base import manifest, writes
 from cortexm.base.errors import CortexmError, StorageError, storage_error
 from cortexm.lowering.quantize import MODEL_KINDS
 from cortexm.pte.sidecar import read_sidecar, sidecar_path
@@ -108,14 +108,14 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
     _atomic_write(files + [(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())])
     for stale in set(before) - {p.name for p, _ in files} - {sidecar_file.name}:
         if manifest.matches(folder / stale, before[stale]):
-            (folder / stale).unlink()
+            writes.remove(folder / stale)
     return [p for p, _ in files] + [sidecar_file]
 
 
 def _atomic_write(files: list[tuple[Path, bytes]]) -> None:
-    """The bundle whole, or no file of it changed (cortexm.base.manifest.atomic_write_all)."""
+    """The bundle whole, or no file of it changed (cortexm.base.writes.atomic_all)."""
     try:
-        manifest.atomic_write_all(files)
+        writes.atomic_all(files)
     except OSError as e:
         if storage_error(e) is None:
             raise

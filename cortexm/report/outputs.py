@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from cortexm.base import files, manifest
+from cortexm.base import files, manifest, writes
 from cortexm.base.errors import CortexmError, StorageError
 
 # The <testsuites name=...> of the JUnit reports cortexm writes (test, report merge, upstream-tests).
@@ -96,6 +96,6 @@ def write(path: Path | None, text: str) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        manifest.atomic_write(path, text.encode())
+        writes.atomic(path, text.encode())
     except OSError as e:
         raise StorageError(f"{path}: the report could not be written ({e.strerror or e})") from None

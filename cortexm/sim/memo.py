@@ -18,12 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from cortexm.base import children, entries, trust
+from cortexm.base import children, entries, trust, writes
 from cortexm.sim.protocol import SimResult
 from cortexm.sources import cache_dir, identity
 
@@ -75,14 +74,14 @@ def remember(entry: str, result: SimResult, raw: list[bytes]) -> None:
         return
     try:
         for k, data in enumerate(raw):
-            (tmp / f"out-{k}.bin").write_bytes(data)
-        (tmp / RESULT).write_text(json.dumps({"exit_code": result.exit_code, "log": result.log, "command": result.command,
+            writes.new_file(tmp / f"out-{k}.bin", data)
+        writes.new_file(tmp / RESULT, json.dumps({"exit_code": result.exit_code, "log": result.log, "command": result.command,
                                               "seconds": result.seconds, "outputs": len(raw)}) + "\n")
         entries.publish(tmp, where / entry)
     except OSError:  # a full disk
         pass
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        writes.remove_tree(tmp)
 
 
 def _executable(found: str) -> str:

@@ -13,8 +13,6 @@ message is the runner's first failure line.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import numpy as np
 
 from cortexm import sim
 
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError
 from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import read_sidecar
@@ -197,12 +196,12 @@ def execute(pte: Path | Bundle, core: Core, simulator: sim.Simulator, runner: Ru
     recalled = memo.recall(entry, timeout) if entry else None
     if recalled is not None:
         return recalled
-    folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="cortexm-run-"))
+    folder = Path(workdir) if workdir else writes.new_folder(prefix="cortexm-run-")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / sim.protocol.PROGRAM).write_bytes(bundle.data)
+        writes.atomic(folder / sim.protocol.PROGRAM, bundle.data)
         for name, raw_input in zip(names, data):
-            (folder / name).write_bytes(raw_input)
+            writes.atomic(folder / name, raw_input)
         result = simulator.run(runner.elf, core, folder, argv, timeout)
         raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]
         if entry:
@@ -213,7 +212,7 @@ def execute(pte: Path | Bundle, core: Core, simulator: sim.Simulator, runner: Ru
             coverage.absorb(runner, (folder / "coverage.bin").read_bytes(), pte)
     finally:
         if workdir is None:
-            shutil.rmtree(folder, ignore_errors=True)
+            writes.remove_tree(folder)
     return result, raw
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cortexm.base import writes
 from cortexm import sources
 
 from cortexm.sources import nar
@@ -87,7 +87,7 @@ def fetch(kind: sources.SourceKind, pins: dict, progress=None) -> tuple[Path, st
     how_else = (f"without network, place a checkout of {owner}/{repo} at {rev[:12]} at {dest} "
                 f"or give one with {kind.flag} / ${kind.env}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{kind.name}-") as tmp:
+    with writes.temporary_folder(dest.parent, prefix=f".{kind.name}-") as tmp:
         archive = Path(tmp) / "archive.tar.gz.part"
         task = progress_mod.task(progress, f"downloading {kind.name} {rev[:12]}", unit="B")
         _download(url, archive, task, how_else)
@@ -107,7 +107,7 @@ def fetch(kind: sources.SourceKind, pins: dict, progress=None) -> tuple[Path, st
         want = entry.get("nar_hash", "")
         if want and got != want:
             raise CortexmError(f"{url}: NAR hash {got} differs from the pin {want}; nothing installed")
-        os.replace(tops[0], dest)
+        writes.move(tops[0], dest)
     verified = f"NAR hash {got} as pinned" if want else f"UNVERIFIED: NAR hash {got}, pins.toml pins no hash to compare with"
     return dest, verified
 
@@ -117,18 +117,12 @@ def _extract(tar: tarfile.TarFile, tree: Path, url: str) -> None:
     its pin only once it is unpacked, so until then it is anybody's. Python's "data" filter
     where this Python has it (3.10.12, 3.11.4 and later); before those, the same refusals here,
     member by member against what is on disk by then (a link unpacked earlier is followed)."""
-    if hasattr(tarfile, "data_filter"):
-        tar.extractall(tree, filter="data")
-        return
-    tree.mkdir(parents=True, exist_ok=True)
-    for member in tar:
+    def refuse(member: tarfile.TarInfo) -> None:
         problem = _unsafe_member(member, tree)
         if problem:
             raise CortexmError(f"{url}: the archive's member {member.name!r} {problem}; nothing installed")
-        member.mode &= 0o755  # no setuid, setgid or sticky bits, no writes by group or others
-        member.uid = member.gid = 0
-        member.uname = member.gname = ""
-        tar.extract(member, tree, set_attrs=not member.issym(), numeric_owner=True)
+
+    writes.unpack(tar, tree, refuse)
 
 
 def _unsafe_member(member: tarfile.TarInfo, tree: Path) -> str | None:
@@ -153,7 +147,7 @@ def _download(url: str, target: Path, task, how_else: str) -> None:
     """`url` into `target`, refusing what is not the archive (an HTML error page saved under
     the archive's name, a short read)."""
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT) as response, open(target, "wb") as f:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response, writes.stream(target, "wb") as f:
             total = int(response.headers.get("Content-Length") or 0) or None
             task.update(total=total)
             first = response.read(64 * 1024)

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from cortexm.base import entries, files, imports, locks, manifest, trust
+from cortexm.base import entries, files, imports, locks, manifest, trust, writes
 from cortexm.base.errors import InputsChanged, storage_error
 from cortexm.sources import backend_source
 from cortexm.sources import cache_dir
@@ -200,7 +199,7 @@ def _store(case: str, core: str, layout: str, case_file: Path | None, write, ent
         except CortexmError as e:
             if not transient(e):
                 unchanged(entry_key, case, core, layout, case_file, evaluation)
-                (tmp / FAILURE).write_text(str(e) + "\n")
+                writes.new_file(tmp / FAILURE, str(e) + "\n")
                 entries.publish(tmp, final)
             raise
         unchanged(entry_key, case, core, layout, case_file, evaluation)
@@ -209,7 +208,7 @@ def _store(case: str, core: str, layout: str, case_file: Path | None, write, ent
         raise storage_error(e) or e from None
     finally:
         if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+            writes.remove_tree(tmp)
     return final / f"{case}.pte"
 
 
@@ -268,7 +267,7 @@ def store_quantized(case: str, layout: str, case_file: Path | None, write: Calla
             entries.publish(tmp, final)
         finally:
             if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+                writes.remove_tree(tmp)
     except OSError as e:
         raise storage_error(e) or e from None
 
@@ -308,7 +307,7 @@ def remember_program(case: str, core: str, layout: str, case_file: Path | None, 
     record = _program_record(case, core, layout, case_file)
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        manifest.atomic_write(record, (digest + "\n").encode())
+        writes.atomic(record, (digest + "\n").encode())
     except OSError as e:
         raise storage_error(e) or e from None
     return digest

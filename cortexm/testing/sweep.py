@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from cortexm.base import writes
 from cortexm.cases.space import Params, case_file, registrations, samples, smaller
 from cortexm.testing import shards
 from cortexm.report.results import Status
@@ -70,7 +71,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
     out_dir.mkdir(parents=True, exist_ok=True)
     title = f"cortexm sweep {op} --seed {seed} --count {count}: the drawn samples"
     whole = out_dir / f"sweep-{op}-{seed}.py"
-    whole.write_text(case_file([], title))
+    writes.atomic(whole, case_file([], title))
     results, checks, findings, ran, interrupted = [], [], [], 0, 0
     drawn = zip(itertools.count(), itertools.islice(samples(op, seed), count))
     try:
@@ -80,11 +81,11 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
             # on the batch alone, not on --count.
             part = out_dir / ".batches" / f"sweep-{op}-{seed}-{number}.py"
             part.parent.mkdir(exist_ok=True)
-            part.write_text(case_file(entries, f"{title}, batch {number}"))
+            writes.atomic(part, case_file(entries, f"{title}, batch {number}"))
             options = app.Options(cores=list(cores), case_files=[part], simulators=simulators, jobs=jobs, shard=shard)
             batch_results = app.run(options, progress)
             batch_checks = crosscore.cross_core(batch_results, {c.name: c for c in app.select_cases(options)})
-            part.unlink()
+            writes.remove(part)
             for result in batch_results:
                 result.outputs = []  # checked across cores: not kept
             results += batch_results
@@ -94,19 +95,19 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
                 if failure:
                     findings.append(Finding(name, params, failure))
             ran += sum(shards.belongs(name, shard) for name, _op, _params in entries)
-            with open(whole, "a") as f:  # the samples run so far, as one case file
+            with writes.stream(whole, "a") as f:  # the samples run so far, as one case file
                 f.write(registrations(entries))
     except KeyboardInterrupt as e:
         interrupted = getattr(e, "signum", 2)
     with contextlib.suppress(OSError):
-        (out_dir / ".batches").rmdir()  # empty once every batch ran
+        writes.remove_folder(out_dir / ".batches")  # empty once every batch ran
     seconds = time.perf_counter() - started
     expected = sum(r.status == Status.XFAIL for r in results)
     for finding in findings[:0 if interrupted else shrink_limit]:
         progress(f"shrinking {finding.sample}: {finding.failure}")
         finding.shrunk = shrink(op, finding.params, finding.failure, cores, simulators, out_dir, jobs, progress)
         finding.repro = out_dir / f"sweep-repro-{op}-{finding.sample.rsplit('_', 2)[-2]}-{finding.sample.rsplit('_', 1)[-1]}.py"
-        finding.repro.write_text(case_file(
+        writes.atomic(finding.repro, case_file(
             [(f"repro_{finding.sample}", op, finding.shrunk)],
             f"Reproducer from `cortexm sweep {op} --seed {seed} --count {count}`, sample {finding.sample}.\n"
             f"Failure: {finding.failure}\nOriginal parameters: {finding.params!r}\n"
@@ -144,7 +145,7 @@ def shrink(op: str, params: Params, failure: str, cores, simulators: dict, out_d
             name = f"shrink_{op}_{zlib.crc32(repr(sorted(candidate.items())).encode()):08x}"
             path = out_dir / ".shrink" / f"{name}.py"
             path.parent.mkdir(exist_ok=True)
-            path.write_text(case_file([(name, op, candidate)], "shrinking candidate"))
+            writes.atomic(path, case_file([(name, op, candidate)], "shrinking candidate"))
             options = app.Options(cores=list(cores), case_files=[path], simulators=simulators, jobs=jobs)
             results = app.run(options)
             checks = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})

@@ -23,6 +23,7 @@ import re
 import time
 from pathlib import Path
 
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError
 
 # Where the session reports (one JSON per core: timing, runners, xfail outcomes).
@@ -113,13 +114,13 @@ def _run(routing: Routing, manager, inputs, folder: Path, timeout: float, runner
 
     folder.mkdir(parents=True, exist_ok=True)
     pte = folder / sim.protocol.PROGRAM
-    pte.write_bytes(manager.buffer)
+    writes.atomic(pte, manager.buffer)
     exported = manager.exported_program()
     names = []
     for k, path in enumerate(runner_utils.save_inputs_to_file(exported, inputs, folder)):
         short = folder / f"i{k}.bin"
         if Path(path).resolve() != short.resolve():
-            short.write_bytes(Path(path).read_bytes())
+            writes.atomic(short, Path(path).read_bytes())
         names.append(short.name)
     # A program lowered for another CMSIS-NN variant runs wrong, or stops on a scratch check:
     # say what it is before running it (cortexm verify's audit for this core).
@@ -145,7 +146,7 @@ def _run(routing: Routing, manager, inputs, folder: Path, timeout: float, runner
 def write_stats(routing: Routing, xfails: list[dict]) -> None:
     path = os.environ.get(STATS_ENV)
     if path:
-        Path(path).write_text(json.dumps({**routing.report(), "xfail": xfails}, indent=1) + "\n")
+        writes.atomic(Path(path), json.dumps({**routing.report(), "xfail": xfails}, indent=1) + "\n")
 
 
 def test_folder(executorch_src: Path | None) -> Path:
@@ -182,12 +183,12 @@ def run_suite(folder: Path, cores: list[str], sim_name: str, pattern: str | None
         for core in cores:
             junit, stats, log = out_dir / f"{core}.xml", out_dir / f"{core}.json", out_dir / f"{core}.log"
             counted = out_dir / f"{core}.progress"
-            counted.unlink(missing_ok=True)
+            writes.remove(counted)
             command = [sys.executable, "-m", "pytest", str(folder), "--rootdir", str(folder), "-p", "no:cacheprovider",
                        "-q", "--cortex-m-target", core, "--cortexm-core", core, "--cortexm-sim", sim_name,
                        "--junitxml", str(junit), "-o", "junit_family=xunit2", *(["-k", pattern] if pattern else [])]
             env = {**os.environ, STATS_ENV: str(stats), PROGRESS_ENV: str(counted)}
-            handle = stack.enter_context(open(log, "w"))
+            handle = stack.enter_context(writes.stream(log))
             process = stack.enter_context(children.started(command, stdout=handle, stderr=subprocess.STDOUT,
                                                            stdin=subprocess.DEVNULL, env=env))
             sessions[core] = (process, junit, stats, log, time.perf_counter())
@@ -224,9 +225,7 @@ def count_progress(done: int, total: int) -> None:
     path = os.environ.get(PROGRESS_ENV)
     if not path:
         return
-    partial = Path(path).with_name(Path(path).name + ".partial")
-    partial.write_text(f"{done} {total}\n")
-    os.replace(partial, path)
+    writes.atomic(Path(path), f"{done} {total}\n")
 
 
 def verdicts(junit: Path) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
