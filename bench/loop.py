@@ -68,12 +68,12 @@ SAME_PROGRAMS = ("warm", "comment edit", "python edit", "c++ edit")
 class Version:
     """One cortexm to time: its command, where it runs, its caches."""
 
-    def __init__(self, label: str, checkout: Path | None, root: Path, gates: bool) -> None:
+    def __init__(self, label: str, checkout: Path | None, root: Path, gates: bool, builds: Path | None = None) -> None:
         self.label = label
         self.gates = gates  # has --baseline: its later runs are compared with its cold one
         self.command = [sys.executable, "-m", "cortexm"]
         self.cwd = checkout  # None: this one, as installed
-        self.builds = root / f"{label}-builds"
+        self.builds = builds or root / f"{label}-builds"
         self.exports = root / f"{label}-exports"
         self.runs = root / f"{label}-runs"
 
@@ -127,12 +127,20 @@ def main() -> None:
     parser.add_argument("--no-upstream", action="store_true")
     parser.add_argument("--work", type=Path, help="the working copy (default: the mutation benchmark's)")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--builds", type=Path, help="the runner build cache of this cortexm (default: a fresh one; "
+                        "runners are built before anything is timed either way)")
+    parser.add_argument("--steps", help="only these steps, comma-separated (default: all): cold, warm, "
+                        + ", ".join(EDITS) + ", all cores")
     args = parser.parse_args()
+    chosen = [s.strip() for s in args.steps.split(",")] if args.steps else None
+    known = ["cold", "warm", *EDITS, "all cores"]
+    if chosen and not set(chosen) <= set(known):
+        parser.error(f"--steps: choose among {', '.join(known)}")
     cores = args.target or ["cortex-m7", "cortex-m55"]
     tree, work = args.executorch_src.resolve(), (args.work or default_work()).resolve()
     print(f"working copy {work}: {prepare_work(tree, work)}", flush=True)
     root = Path(tempfile.mkdtemp(prefix="cortexm-loop-"))
-    versions = [Version("after", None, root, True)] + (
+    versions = [Version("after", None, root, True, args.builds)] + (
         [Version("before", args.before.resolve(), root, False)] if args.before else [])
     test = ["test", "--executorch-src", str(work), *[a for c in cores for a in ("-t", c)],
             *(["-k", args.pattern] if args.pattern else [])]
@@ -149,6 +157,7 @@ def main() -> None:
                      *((name, test, False) for name in EDITS),
                      ("all cores", ["test", "--executorch-src", str(work), "--all-cores", "--sim", "none",
                                     *(["-k", args.pattern] if args.pattern else [])], True)]
+            steps = [s for s in steps if chosen is None or s[0] in chosen]
             cold = root / f"{v.label}-cold.json"
             for name, command, fresh in steps:
                 report = root / f"{v.label}-{name.replace(' ', '-')}.json"

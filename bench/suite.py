@@ -84,8 +84,10 @@ def upstream_once(core_name, pattern, exports, builds):
     """Upstream's flow on this core (in a fresh process, as run_once): (tests lowered, programs
     simulated, {stage: seconds}, wall, outcome counts)."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
+    from cortexm.lowering import source
     from cortexm.testing import upstream
 
+    source.choose(None)  # as `cortexm upstream-tests` does first: which tree's tests and lowering
     with tempfile.TemporaryDirectory() as out:
         run = upstream.run_suite(upstream.test_folder(None), [core_name], "qemu", pattern, Path(out))[core_name]
         counts, _ = upstream.verdicts(run["junit"])
@@ -116,6 +118,7 @@ def main() -> None:
     parser.add_argument("--upstream-k", default="test_implementation",
                         help="which of upstream's tests to time (pytest -k; default: every implementation test)")
     parser.add_argument("--no-upstream", action="store_true", help="skip upstream's flow")
+    parser.add_argument("--builds", help="a runner build cache to use (default: a fresh one, whose builds are timed)")
     args = parser.parse_args()
 
     from cortexm.base.targets import core as core_named
@@ -124,7 +127,8 @@ def main() -> None:
     print(f"{'core':11} {'run':5} {'wall s':>7} " + " ".join(f"{s:>8}" for s in STAGES))
     efficiency, per_program = [], []
     for core in cores:
-        with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as builds:
+        with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as fresh:
+            builds = args.builds or fresh
             for label in ("cold", "warm"):
                 total, stages, statuses, programs, found = in_fresh_process(
                     run_once, core.name, args.pattern, args.jobs, exports, builds, label == "warm")

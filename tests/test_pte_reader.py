@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexm.pte import PteError, load, parse
+from cortexm.pte import PteError, load, loader, parse
 from cortexm.pte.program import KernelCall, ListValue, TensorValue
 
 
@@ -63,14 +63,20 @@ def test_bit_flips_never_escape_as_other_errors(exported):
     data = exported("keyword_spotting", "cortex-m7").read_bytes()
     rng = random.Random(1234)
     program_size = parse(data).program_size
+    outcomes = {"parsed": 0, "refused": 0}
     for _ in range(1500):
         flipped = bytearray(data)
         pos = rng.randrange(program_size)  # the flatbuffer part; segment bytes are opaque data
         flipped[pos] ^= 1 << rng.randrange(8)
         try:
-            parse(bytes(flipped))
+            program = parse(bytes(flipped))
         except PteError:
-            pass
+            outcomes["refused"] += 1
+            continue
+        outcomes["parsed"] += 1
+        loader.problems(program)  # what verify reads of a program that parses: no other error either
+    # Both happen: a reader that refused everything, or read anything, would be no reader.
+    assert outcomes["parsed"] > 0 and outcomes["refused"] > 0, outcomes
 
 
 @pytest.mark.parametrize("data", [b"", b"hello world, not a program", bytes(range(256)) * 8])
