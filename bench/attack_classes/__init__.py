@@ -22,4 +22,5 @@ from attack_classes import (  # noqa: F401 - each registers its attacks
     reports,
     trust,
     gates,
+    user_code,
 )

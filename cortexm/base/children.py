@@ -68,6 +68,10 @@ def stop_all() -> None:
     for process in list(_LIVE):
         _signal_group(process.pid, signal.SIGTERM)
     for pool in list(_POOLS):
+        if hasattr(pool, "kill"):  # cortexm.base.workers.Pool
+            with contextlib.suppress(Exception):
+                pool.kill()
+            continue
         for worker in list((getattr(pool, "_processes", None) or {}).values()):
             with contextlib.suppress(Exception):
                 worker.kill()
@@ -76,7 +80,7 @@ def stop_all() -> None:
 
 
 def track_pool(pool) -> None:
-    """`pool` (a ProcessPoolExecutor) has workers that `stop_all` kills."""
+    """`pool` (a ProcessPoolExecutor or a cortexm.base.workers.Pool) has workers that `stop_all` kills."""
     _POOLS.append(pool)
 
 

@@ -10,9 +10,12 @@ groups on the root command and turns every error into one line.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -55,6 +58,7 @@ cli.add_command(arduino.arduino_lib)
 
 def main(argv: list[str] | None = None) -> None:
     children.stop_on_signals()  # Ctrl-C, SIGTERM, SIGHUP: every child dies with cortexm
+    ours = set(threading.enumerate())
     # What reaches the terminal shows its control characters instead of obeying them.
     sys.stdout, sys.stderr = text.EscapingStream(sys.stdout), text.EscapingStream(sys.stderr)
     try:
@@ -80,7 +84,20 @@ def main(argv: list[str] | None = None) -> None:
             code = EXIT_BAD_INPUT
     except Exception as e:
         code = _internal(e)
-    sys.exit(code or 0)
+    _leave(code or 0, ours)
+
+
+def _leave(code: int, ours: set[threading.Thread]) -> None:
+    """Exit with `code`. A thread the user's code started (a case file's import, a factory
+    `export` ran) and left running never keeps cortexm alive after its verdict."""
+    left = [t for t in threading.enumerate() if t not in ours and t.is_alive() and not t.daemon]
+    if left:  # what exit would do, but for waiting on them
+        with contextlib.suppress(Exception):
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _interrupted(cause: BaseException | None) -> int:

@@ -44,7 +44,8 @@ def timeout_option(fn, what: str = "one simulator run (a hung kernel)"):
 
 
 def cases_timeout_option(fn):
-    return timeout_option(fn, "one simulator run (a hung kernel), or importing a --cases file (an endless loop),")
+    return timeout_option(fn, "one simulator run (a hung kernel), importing a --cases file, or each step of a "
+                              "case's own code (building its model, quantizing it: an endless loop),")
 
 
 def shard_option(fn):

@@ -197,7 +197,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             goldens=Path(goldens) if goldens else app.default_goldens(),
             library=library.load(library_path) if library_path else None,
             jobs=max(1, jobs), grid=grid, shard=shard, scope=tuple(scope),
-            evaluation=(evaluation.path, evaluation.digest) if evaluation else None,
+            evaluation=(evaluation.path, evaluation.digest) if evaluation else None, timeout=timeout,
         )
         build = BuildOptions(coverage=bool(coverage_dir), value_counters=value_counters)
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,

@@ -19,6 +19,7 @@ not installed yet), nor for a missing module, a full disk or memory running out.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from functools import lru_cache
@@ -29,6 +30,7 @@ from cortexm.base import entries, files, imports, locks, manifest, trust, writes
 from cortexm.base.errors import InputsChanged, storage_error
 from cortexm.sources import backend_source
 from cortexm.sources import cache_dir
+from cortexm.testing import reads
 
 # The export job and what it imports: the lowering, the cases, the integer reference whose
 # outputs an export stores, the memory plan of its isolated program (cortexm.base.imports).
@@ -128,11 +130,14 @@ def _key(code: str, case: str, core: str, layout: str, case_file: Path | None, f
 def case_file_digest(case_file: Path) -> str:
     """The content of a case file and of every file of the user's its imports reach, and how
     its other imports resolve (cortexm.base.imports.file_closure); read once per process."""
+    from cortexm.testing import casefiles
+
     own, other = imports.file_closure(case_file)
     h = hashlib.sha256()
     for f in own:  # by name and content: the same files elsewhere are the same cases
         h.update(f"{f.name}\0".encode())
-        h.update(f.read_bytes())
+        # The case file itself as the run read it once: its workers run those bytes.
+        h.update(casefiles.source_of(f) if casefiles.was_read(f) else f.read_bytes())
     h.update("\0".join(other).encode())
     return h.hexdigest()
 
@@ -159,6 +164,10 @@ def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
         f"note: the cached export of {case} for {core} is damaged ({problem}); exporting it again"))
     if written is None:
         return None
+    moved = _stale(folder, written)
+    if moved:
+        (note or (lambda _line: None))(f"note: {case} is exported again for {core}: {moved} changed since its last export")
+        return None
     pte = folder / f"{case}.pte"
     if pte.name in written:
         return pte
@@ -166,10 +175,11 @@ def lookup(case: str, core: str, layout: str, case_file: Path | None = None,
 
 
 def store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str | None = None,
-          evaluation: str | None = None) -> Path:
+          evaluation: str | None = None, facts: dict | None = None) -> Path:
     """Run `write(pte_path)` into a fresh folder and move it into the cache atomically
     (`entry_key`: the key, when the caller computed it already), once the key's inputs are
-    seen unchanged since (`unchanged`).
+    seen unchanged since (`unchanged`). `facts`: what the case's own code read to make it
+    (cortexm.testing.reads), kept with the entry: it stands only while they do.
 
     An export whose lowering fails with a CortexmError is cached as its message: the same
     inputs fail the same way, and a warm run should not pay for finding out again. A failure
@@ -181,8 +191,11 @@ def store(case: str, core: str, layout: str, case_file: Path | None, write, entr
     with locks.waiting(final):
         written = manifest.read(final / entries.MANIFEST)
         if written and f"{case}.pte" in written and manifest.damage(final, written) is None:
-            return final / f"{case}.pte"
-        return _store(case, core, layout, case_file, write, entry_key, final, evaluation)
+            if not _stale(final, written):
+                return final / f"{case}.pte"
+        if written is not None or final.exists():
+            writes.remove_tree(final)  # an entry whose inputs moved on: made again below
+        return _store(case, core, layout, case_file, _with_reads(write, facts), entry_key, final, evaluation)
 
 
 def _store(case: str, core: str, layout: str, case_file: Path | None, write, entry_key: str, final: Path,
@@ -200,6 +213,8 @@ def _store(case: str, core: str, layout: str, case_file: Path | None, write, ent
             if not transient(e):
                 unchanged(entry_key, case, core, layout, case_file, evaluation)
                 writes.new_file(tmp / FAILURE, str(e) + "\n")
+                if getattr(write, "facts", None) is not None:
+                    writes.new_file(tmp / reads.FILE, json.dumps(write.facts))
                 entries.publish(tmp, final)
             raise
         unchanged(entry_key, case, core, layout, case_file, evaluation)
@@ -210,6 +225,32 @@ def _store(case: str, core: str, layout: str, case_file: Path | None, write, ent
         if tmp.exists():
             writes.remove_tree(tmp)
     return final / f"{case}.pte"
+
+
+def _with_reads(write, facts: dict | None):
+    """`write`, and what the case's code read beside its program (kept for a failure too)."""
+    def written(pte: Path) -> None:
+        write(pte)
+        if facts is not None:
+            writes.new_file(pte.parent / reads.FILE, json.dumps(facts))
+    written.facts = facts  # type: ignore[attr-defined]
+    return written
+
+
+def reads_of(folder: Path) -> dict | None:
+    """What the case's code read when the entry at `folder` was made (None: nothing recorded)."""
+    try:
+        return json.loads((folder / reads.FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _stale(folder: Path, written: dict) -> str | None:
+    """What the case's code read for the entry at `folder` and has changed since, or None."""
+    if reads.FILE not in written:
+        return None
+    facts = reads_of(folder)
+    return reads.changed(facts) if isinstance(facts, dict) else "its record of what it read"
 
 
 def transient(error: BaseException) -> bool:
@@ -249,12 +290,15 @@ def _quantized_key(code: str, case: str, layout: str, case_file: Path | None, fr
 
 
 def lookup_quantized(case: str, layout: str, case_file: Path | None = None) -> Path | None:
-    """The folder of the cached quantized model, or None; a damaged entry is removed."""
+    """The folder of the cached quantized model, or None; a damaged entry is removed, and one
+    made from what the case's code read and has changed since is not used."""
     folder = root() / QUANTIZED / quantized_key(case, layout, case_file)
-    return folder if entries.intact(folder) is not None else None
+    written = entries.intact(folder)
+    return folder if written is not None and not _stale(folder, written) else None
 
 
-def store_quantized(case: str, layout: str, case_file: Path | None, write: Callable[[Path], None]) -> None:
+def store_quantized(case: str, layout: str, case_file: Path | None, write: Callable[[Path], None],
+                    facts: dict | None = None) -> None:
     """Run `write(folder)` into a fresh folder and move it into the cache atomically. Only what
     succeeded is stored: a failed quantization is cached as each core's failed export."""
     entry_key = quantized_key(case, layout, case_file)
@@ -263,7 +307,11 @@ def store_quantized(case: str, layout: str, case_file: Path | None, write: Calla
         tmp = entries.new(final.parent)
         try:
             write(tmp)
+            if facts is not None:
+                writes.new_file(tmp / reads.FILE, json.dumps(facts))
             unchanged(entry_key, case, None, layout, case_file)
+            if final.exists() and lookup_quantized(case, layout, case_file) is None:
+                writes.remove_tree(final)  # made from inputs that have changed since
             entries.publish(tmp, final)
         finally:
             if tmp.exists():

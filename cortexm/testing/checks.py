@@ -19,7 +19,7 @@ from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
 from cortexm.pte.tensors import compare, reference_outputs
 from cortexm.report.results import CaseResult, Status
-from cortexm.testing.results import Options
+from cortexm.testing.results import Options, Stopped
 
 # --- the per-case checks --------------------------------------------------------------
 
@@ -27,7 +27,11 @@ def check(case: case_registry.Case, core: Core, exported: Path | str, options: O
     result = CaseResult(case.name, core.name, exhaustive=case.grid.op if case.grid and
                         case.grid.level.startswith("exhaustive") else "", deployment=case.deployment)
     try:
-        _check(case, core, exported, options, result)
+        if isinstance(exported, Stopped):  # the case's code ended or outlived its worker: no verdict on it
+            result.stages.append("export")
+            result.status, result.reason = Status.ERROR, str(exported)
+        else:
+            _check(case, core, exported, options, result)
     except CortexmError as e:
         _fail(result, result.stages[-1] if result.stages else "export", str(e))
     except Exception as e:  # a bug in cortexm: the run goes on, the report shows it

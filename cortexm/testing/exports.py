@@ -8,35 +8,48 @@ cache key covers of the test app (cortexm.testing.cache): not the checks, not th
 
 from __future__ import annotations
 
+import contextlib
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from cortexm.base import children
+from cortexm.base import workers
 from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
 from cortexm.base.targets import Core
 from cortexm.sources import backend_source
 from cortexm.sources.backend_source import quiet_lowering_imports
-from cortexm.testing import cache
-from cortexm.testing.casefiles import _case_file, load_case_file
+from cortexm.testing import cache, reads
+from cortexm.testing import casefiles, userstate
+from cortexm.testing.casefiles import IMPORT_TIMEOUT, _case_file
+from cortexm.testing.results import Stopped
 
 # --- export stage (parallel, cached) ---------------------------------------------------
 
 def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file: str | None,
-                scope: tuple[str, ...] = (), evaluation: tuple[str, str] | None = None) -> dict[str, tuple[bool, str]]:
+                scope: tuple[str, ...] = (), evaluation: tuple[str, str] | None = None,
+                timeout: float = IMPORT_TIMEOUT, source: bytes | None = None) -> dict[str, tuple[bool, str]]:
     """Runs in a worker process: export one case for each (core, entry key) into the cache, the
     quantization done once for all of them (and cached on its own: an edit of a lowering pass
     re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
     the one-line error of that core's export); `scope`: --scope's words, for an exhaustive case;
-    `evaluation`: (path, digest) of the evaluation set to measure accuracy on too."""
+    `evaluation`: (path, digest) of the evaluation set to measure accuracy on too; `timeout`:
+    seconds each step of the case's own code may take; `source`: the case file's bytes as the
+    run read them (what is keyed is what runs, whatever the file holds by now).
+
+    Each job starts from the state the worker had after importing the case file, and leaves
+    the worker as it found it (cortexm.testing.userstate): what one case's code set (a default
+    dtype, a seed, a variable) never reaches another case's export, nor its cached failure."""
+    with userstate.isolated(case_file, lambda: _case_file_reads(case_file, source) if case_file else {}) as read:
+        return _export_case(case, cores, layout, case_file, scope, evaluation, timeout, read)
+
+
+def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, read: dict) -> dict[str, tuple[bool, str]]:
     from cortexm.base import targets
     from cortexm.lowering import export, modelsource, quantize, writer
 
     backend_source.activate_from_environment()
-    if case_file:
-        load_case_file(Path(case_file))
     if scope:
         from cortexm.cases import exhaustive
 
@@ -50,16 +63,22 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
     hit = cache.lookup_quantized(case, layout, cf)
     if hit is not None:
         quantized = quantize.load_quantized(hit)
+        facts = cache.reads_of(hit)
     else:
         # Built before any cache entry is made: a model that cannot be built (its code may read
         # a file, or import what is not installed yet) is never a cached failure.
-        bundle = modelsource.load(case)
+        with reads.recording(skip=(cache.root(),)) as record, _limited(timeout, "building its model"):
+            bundle = modelsource.load(case)
+        facts = reads.merged(read, record.facts())
         try:
-            quantized = quantize.quantize(bundle, layout)
+            with _limited(timeout, "quantizing its model (its forward runs on the calibration inputs)"):
+                quantized = quantize.quantize(bundle, layout)
+        except workers.OutOfTime:
+            raise  # the time of this run, not what the case is: never a cached failure
         except CortexmError as e:
             failure = e  # every core's export fails the same way: cached as each one's failure
         else:
-            cache.store_quantized(case, layout, cf, lambda folder: quantize.save_quantized(quantized, folder))
+            cache.store_quantized(case, layout, cf, lambda folder: quantize.save_quantized(quantized, folder), facts)
     edge: list = []
 
     def write(core, path: Path) -> None:
@@ -75,7 +94,7 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
         # A failure is returned as its message; check() decides whether it was expected.
         try:
             results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path: write(core, path), entry_key,
-                                                        evaluation[1] if evaluation else None)))
+                                                        evaluation[1] if evaluation else None, facts)))
         except (StorageError, InputsChanged):
             raise  # the disk or an edit, not the case: the run stops
         except CortexmError as e:
@@ -85,6 +104,26 @@ def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file:
                 raise storage_error(e) from None
             results[core_name] = (False, f"{type(e).__name__}: {e}")
     return results
+
+
+@contextlib.contextmanager
+def _limited(seconds: float, what: str) -> Iterator[None]:
+    """The user's code in the block stopped after `seconds`, as one line (not cached)."""
+    from cortexm.base import limits
+
+    try:
+        with limits.time_limit(seconds):
+            yield
+    except limits.Expired:
+        raise workers.OutOfTime(f"{what} took longer than {seconds:g} s (an endless loop?); --timeout sets the limit") from None
+
+
+def _case_file_reads(case_file: str, source: bytes | None) -> dict:
+    """Import a case file in this worker (once: userstate keeps what it left), and what its
+    import read (cortexm.testing.reads)."""
+    with reads.recording(skip=(cache.root(),)) as record:
+        casefiles.load_case_file(Path(case_file), source=source)
+    return record.facts()
 
 
 @lru_cache(maxsize=1)
@@ -144,77 +183,61 @@ def _export_all(pairs: list[tuple[str, Core]], options,
     for case, core in todo:
         by_case.setdefault(case, []).append((core.name, cache.key(case, core.name, options.layout, _case_file(case), digest)))
     jobs = max(1, min(options.jobs, len(by_case)))
-    if jobs == 1:
-        backend_source.probe()
-        for case, cores in by_case.items():
-            _collect(results, case, cores,
-                     lambda: _export_job(case, cores, options.layout, _str(_case_file(case)), options.scope, evaluation))
-            task.advance(len(cores))
-        task.done()
-        return results, anew
-    from concurrent.futures.process import BrokenProcessPool
-
+    # The user's code runs in worker processes, even with -j 1: one that ends its process, hangs
+    # or leaves threads is that case's outcome (cortexm.base.workers), not the run's end.
     pool = _pool(jobs)
-    futures = {}
-    try:
-        # A tree whose Python cannot run: one line, not N. One probe per worker: each imports torch
-        # and the tree's lowering at once, not the second one after the first worker's probe.
-        for probe in [pool.submit(backend_source.probe) for _ in range(jobs)]:
-            probe.result()
-        futures = {pool.submit(_export_job, case, cores, options.layout, _str(_case_file(case)), options.scope,
-                               evaluation): (case, cores)
-                   for case, cores in by_case.items()}
-        for future in as_completed(futures):
-            case, cores = futures[future]
-            _collect(results, case, cores, future.result)
-            task.advance(len(cores))
-    except BrokenProcessPool as e:
-        _POOLS.clear()
-        raise CortexmError(f"an export worker process died ({e}); run again with -j 1 to see where") from None
-    except BaseException:
-        for future in futures:  # the run stops: no export starts after this
-            future.cancel()
-        raise
+    # A tree whose Python cannot run: one line, not N. One probe per worker: each imports torch
+    # and the tree's lowering at once, not the second one after the first worker's probe.
+    for _, probed in pool.run({i: (backend_source.probe, ()) for i in range(jobs)}):
+        probed.value()
+    timeout = getattr(options, "timeout", None) or IMPORT_TIMEOUT
+    sources = {str(f): casefiles.source_of(f) for f in {_case_file(c) for c in by_case} if f}
+    work = {case: (_export_job, (case, cores, options.layout, _str(_case_file(case)), options.scope, evaluation,
+                                 timeout, sources.get(_str(_case_file(case)) or "")))
+            for case, cores in by_case.items()}
+    # The limit of a whole job: each step of the user's code has `timeout` inside it (limits);
+    # this one stops what no signal reaches (a loop in C), with room for every core's lowering.
+    for case, outcome in pool.run(work, limit=timeout * (4 + max(len(c) for c in by_case.values()))):
+        _collect(results, case, by_case[case], outcome.value)
+        task.advance(len(by_case[case]))
     task.done()
     return results, anew
 
 
-_POOLS: dict[tuple, ProcessPoolExecutor] = {}
+_POOLS: dict[tuple, workers.Pool] = {}
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
+def _pool(jobs: int) -> workers.Pool:
     """Export workers that live as long as this process: a sweep's shrinking or a long test
     session pays for importing torch and ExecuTorch once per worker, not once per batch.
     A new choice of lowering source (cortexm.sources.backend_source) gets new workers."""
-    import multiprocessing
     import multiprocessing.util
 
     key = (jobs, os.environ.get(backend_source.ENV))
     if key not in _POOLS:
         for stale in _POOLS.values():
-            stale.shutdown(cancel_futures=True)
+            stale.shutdown()
         _POOLS.clear()
         # Workers are fresh interpreters: silence torch's and torchao's import chatter there too.
-        # Workers are cortexm's children: they end with it, whatever ends it (cortexm.base.children).
-        _POOLS[key] = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                          initializer=children.worker_init, initargs=(quiet_lowering_imports,))
-        children.track_pool(_POOLS[key])
+        _POOLS[key] = workers.Pool(jobs, initializer=quiet_lowering_imports)
         # Stopped at exit, before multiprocessing joins its children: also in a process that is
         # itself a multiprocessing worker, which ends without atexit and would wait on them. The
         # priority puts it before multiprocessing's own finalizers (its queues close at 10).
-        multiprocessing.util.Finalize(None, _POOLS[key].shutdown, kwargs={"cancel_futures": True}, exitpriority=100)
+        multiprocessing.util.Finalize(None, _POOLS[key].shutdown, exitpriority=100)
     return _POOLS[key]
 
 
 def _collect(results: dict, case: str, cores: list[tuple[str, str]], job: Callable[[], dict]) -> None:
     """Each core's export of `case` from `job()` (an _export_job), or what stopped the job as
     every core's failure (a model that could not be built, say)."""
-    from concurrent.futures.process import BrokenProcessPool
-
     try:
         done = job()
-    except (StorageError, InputsChanged, BrokenProcessPool):
-        raise  # the disk, an edit or the pool, not the case: the run stops
+    except (StorageError, InputsChanged):
+        raise  # the disk or an edit, not the case: the run stops
+    except (workers.Ended, workers.OutOfTime) as e:  # what the case's code did to its worker: its outcome
+        for core, _ in cores:
+            results[(case, core)] = Stopped(f"{case}: {e}")
+        return
     except CortexmError as e:
         done = {core: (False, str(e)) for core, _ in cores}
     except Exception as e:  # a crash outside one core's lowering: keep going, report it

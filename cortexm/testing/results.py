@@ -30,6 +30,11 @@ class Simulator(Protocol):
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome: ...
 
 
+class Stopped(str):
+    """An export's outcome that is no verdict on the case: its code ended its worker process, or
+    ran past --timeout (cortexm.base.workers). The case is an ERROR, and nothing is cached."""
+
+
 @dataclass
 class Options:
     cores: list[Core]
@@ -55,5 +60,8 @@ class Options:
     # An evaluation set every export measures accuracy on too (cortexm.semantic.evalset): its
     # path and the digest of what was read there, which the export cache keys on.
     evaluation: tuple[str, str] | None = None
+    # Seconds each step of a case's own code may take in its export worker (building the model,
+    # quantizing it): `--timeout`.
+    timeout: float | None = None
     # Filled by run(): core -> programs simulated (a packed program counts once).
     programs: dict[str, int] = field(default_factory=dict)
