@@ -114,6 +114,8 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.seconds["run"] = time.perf_counter() - t
     result.instructions, result.remembered = outcome.instructions, outcome.remembered
     result.calls = call_costs(bundle.program().plan(), outcome.calls)
+    if options.profile and not outcome.failure:
+        result.profile = _profile(bundle, core, simulator, outcome.log)
     result.memory_use = _memory_use(outcome.log)
     if outcome.failure:
         result.sim = "FAIL"
@@ -230,6 +232,17 @@ def _memory_use(log: str) -> dict:
         return parse_memory_line(log)
     except CortexmError:
         return {}
+
+
+def _profile(bundle: Bundle, core: Core, simulator, log: str) -> dict:
+    """The run call by call (`test --profile`), or why it cannot be shown."""
+    from cortexm.report.profile import profile
+    from cortexm.sim.protocol import SimResult
+
+    try:
+        return profile(bundle, core, SimResult(0, log), simulator.runner.board, simulator.name.split()[0]).as_dict()
+    except CortexmError as e:
+        return {"error": str(e)}
 
 
 def call_costs(plan, costs: dict[int, int]) -> list[list]:

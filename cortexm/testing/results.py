@@ -55,5 +55,6 @@ class Options:
     # An evaluation set every export measures accuracy on too (cortexm.semantic.evalset): its
     # path and the digest of what was read there, which the export cache keys on.
     evaluation: tuple[str, str] | None = None
+    profile: bool = False  # --profile: every simulated case's run call by call (cortexm.report.profile)
     # Filled by run(): core -> programs simulated (a packed program counts once).
     programs: dict[str, int] = field(default_factory=dict)
