@@ -21,7 +21,8 @@ from cortexm.pte.program import ExecutionPlan, KernelCall, OtherInstruction, Ten
 
 NOT_CYCLES = ("simulator instructions (QEMU -icount), not cycles: a board's time also depends on its pipeline, caches "
               "and memory wait states, which the simulator does not model; no time is estimated")
-NOT_CYCLES_TICKS = "SysTick ticks of the simulator's clock, not a board's cycles; no time is estimated"
+NOT_CYCLES_TICKS = ("ticks of the run's counter (SysTick of the simulated clock on the FVP, nanoseconds on the host "
+                    "build), not a board's cycles; no time is estimated")
 # The instruction that bounds a core's int8 MAC rate, as the limit's line names it.
 _MAC_INSTRUCTION = {"DSP": "SMLAD, 2 int8 MACs an instruction", "MVE": "VMLADAVA, 16 int8 MACs an instruction"}
 BAR = 24  # characters of the widest share's bar
