@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cortexm.testing.perf import MAC_LIMIT as LIMIT  # instructions per int8 MAC at the best MAC instruction
+from cortexm.checking.macs import MAC_LIMIT as LIMIT  # instructions per int8 MAC at the best MAC instruction
 
 
 STAGES = ("build", "export", "dialect", "verify", "run")

@@ -1,4 +1,5 @@
-"""`cortexm build`, `run`, `size`: the runner firmware, a program on a simulated core, flash and RAM."""
+"""`cortexm build`, `run`, `profile`, `size`: the runner firmware, a program on a simulated core (whole, and call by
+call), flash and RAM."""
 
 from __future__ import annotations
 
@@ -93,11 +94,13 @@ def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mod
 @click.option("--no-audit", is_flag=True, help="Run even when `cortexm verify` finds the program cannot run on this core.")
 @timeout_option
 @click.option("--log", "show_log", is_flag=True, help="Print the simulator's output.")
+@click.option("--profile", "show_profile", is_flag=True,
+              help="Also show the run call by call, as `cortexm profile` does.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inputs: tuple[str, ...], fvp: str | None,
         executorch_src: str | None, cmsis_nn_src: str | None, keep: str | None, save: tuple[str, ...],
         labels: str | None, top: int, force: bool, no_audit: bool, timeout: float, show_log: bool,
-        as_json: bool) -> int:
+        show_profile: bool, as_json: bool) -> int:
     """Run PTE on a simulated core; compare with the sidecar's reference when there is one."""
     from cortexm.base import manifest
     from cortexm.pte.bundle import Bundle
@@ -154,12 +157,14 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
         click.echo(result.log, nl=False)
     rows = [_describe_output(k, out, result.diffs[k] if k < len(result.diffs) else None, top, names)
             for k, out in enumerate(result.outputs)]
+    called = _profile_of(bundle, result) if show_profile else None
     if as_json:
         click.echo(json_dumps({"pte": str(program), "target": target_core.name, "sim": sim_name,
                                "elf": str(result.runner.elf), "instructions": result.instructions,
                                "ticks": result.sim_result.ticks, "outputs": rows, "qtol": result.qtol,
                                "within_tolerance": result.within_tolerance,
-                               "semantic": _semantic_summary(result)}, indent=2))
+                               "semantic": _semantic_summary(result),
+                               **({"profile": called.as_dict()} if called else {})}, indent=2))
     else:
         click.echo(f"{program.name} on {target_core.name} ({sim_name} {result.runner.board})")
         for row in rows:
@@ -182,7 +187,65 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
                 click.echo(f"    {line}")
         count = f"{result.instructions} instructions" if result.instructions is not None else f"{result.sim_result.ticks} SysTick ticks"
         click.echo(f"  execute(): {count}")
+        if called:
+            from cortexm.report.profile import print_profile
+
+            click.echo()
+            print_profile(called, target_core.backend)
     return EXIT_PROBLEMS if result.within_tolerance is False or result.means_the_model is False else 0
+
+
+def _profile_of(bundle, result, depth: int = 1):
+    from cortexm.report.profile import profile
+
+    return profile(bundle, result.core, result.sim_result, result.runner.board, result.simulator, depth)
+
+
+@click.command("profile")
+@click.argument("pte", type=click.Path())
+@target_option
+@click.option("--sim", "sim_name", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
+@click.option("--inputs", "-i", multiple=True, type=click.Path(),
+              help="Input file (repeat): as `cortexm run` reads them; default: the sidecar's.")
+@click.option("--fvp", type=click.Path(), help="The Corstone FVP executable (else $CORTEXM_FVP, else PATH).")
+@click.option("--depth", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Levels of the module path the per-module sums keep (stacks.0.body.3 at 1: stacks.0).")
+@source_options
+@timeout_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def profile_cmd(pte: str, target: str, sim_name: str, inputs: tuple[str, ...], fvp: str | None, depth: int,
+                executorch_src: str | None, cmsis_nn_src: str | None, timeout: float, as_json: bool) -> int:
+    """Run PTE once and show it call by call: each call's operator, the model's module, its share of
+    execute()'s instructions, MACs and instructions per MAC against the core's limit, the tensor
+    bytes it reads, writes, reads from constants and takes as scratch; the same per module.
+    Simulator instructions, not cycles: no time is estimated."""
+    from cortexm.pte.bundle import Bundle
+    from cortexm.report.profile import print_profile
+    from cortexm.sim.run import RunError, core_mismatch, run_pte
+    from cortexm.base.targets import core
+
+    program = program_path(pte)
+    bundle = Bundle.open(program)
+    target_core = core(target)
+    read_with_trees(executorch_src, cmsis_nn_src)
+    warning = core_mismatch(bundle, target_core)
+    if warning:
+        say(f"warning: {warning}")
+    try:
+        result = run_pte(bundle, target_core, sim_name, list(inputs) or None, executorch_src=executorch_src,
+                         cmsis_nn_src=cmsis_nn_src, fvp=fvp, timeout=timeout, progress=say)
+    except RunError as e:
+        click.echo(f"error: {e}", err=True)
+        return EXIT_PROBLEMS
+    called = _profile_of(bundle, result, depth)
+    if as_json:
+        click.echo(json_dumps(called.as_dict(), indent=2))
+    else:
+        print_profile(called, target_core.backend)
+    if result.within_tolerance is False:
+        say(f"warning: the outputs are OUTSIDE the tolerance of {result.qtol} LSB of the integer reference "
+            f"(max |diff| {result.max_diff_lsb:g} LSB); `cortexm run` shows them")
+    return 0
 
 
 def _semantic_summary(result) -> dict:

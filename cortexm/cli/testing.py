@@ -103,6 +103,21 @@ def _in_scope(program: str) -> bool:
     return bool(case and case.grid and case.grid.level.startswith("exhaustive"))
 
 
+def _print_profiles(results) -> None:
+    """`test --profile`: each simulated result's run call by call (cortexm.report.profile)."""
+    from cortexm.base.targets import core
+    from cortexm.report.profile import Profile, print_profile
+
+    for r in results:
+        if not r.profile:
+            continue
+        click.echo()
+        if "error" in r.profile:
+            click.echo(f"{r.case} {r.core}: no profile: {r.profile['error']}")
+            continue
+        print_profile(Profile.from_dict(r.profile), core(r.core).backend)
+
+
 def _share(done: int, total: int) -> str:
     return f"{done}/{total} ({100 * done / max(total, 1):.0f} %)"
 
@@ -150,13 +165,15 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
               help="With --baseline: a case whose SQNR against the float model fell by more dB than this (or whose "
                    "top-1 agreement fell) is DEGRADED.")
 @click.option("--per-mac", is_flag=True, help="Print instructions per MAC of every conv and linear call, per core.")
+@click.option("--profile", "show_profile", is_flag=True,
+              help="Print every simulated case's run call by call, as `cortexm profile` does (and put it in --json).")
 @eval_option
 @lowering_option
 @cases_timeout_option
 @shard_option
 def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, goldens, library_path, junit, json_path, jobs,
              executorch_src, cmsis_nn_src, offline, coverage_dir, value_counters, baseline, max_slowdown,
-             max_accuracy_drop, per_mac, evaluation, lowering, timeout, shard) -> int:
+             max_accuracy_drop, per_mac, show_profile, evaluation, lowering, timeout, shard) -> int:
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
@@ -198,6 +215,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             library=library.load(library_path) if library_path else None,
             jobs=max(1, jobs), grid=grid, shard=shard, scope=tuple(scope),
             evaluation=(evaluation.path, evaluation.digest) if evaluation else None, timeout=timeout,
+            profile=show_profile,
         )
         build = BuildOptions(coverage=bool(coverage_dir), value_counters=value_counters)
         options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
@@ -218,6 +236,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     print_summary(results, checks, options, elapsed)
     if per_mac:
         print_per_mac(perf.per_mac(results))
+    if show_profile:
+        _print_profiles(results)
     if earlier:
         print_changes(changes, baseline, threshold)
     covered, valued = _coverage(options, Path(coverage_dir)) if coverage_dir else ({}, {})

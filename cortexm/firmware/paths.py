@@ -31,3 +31,15 @@ def require_sources() -> None:
         if not folder.is_dir():
             raise CortexmError(f"{folder} not found: runner builds need cortexm's kernels/ and fvp/boards/ "
                                f"(a repository checkout, or ${FIRMWARE_SRC_ENV} naming the folder with them)")
+
+
+def board_cpu_hz(board: str) -> int | None:
+    """The CPU clock a board's counter counts (fvp/boards/BOARD/board.cmake's BOARD_CPU_HZ)."""
+    import re
+
+    try:
+        text = (boards() / board / "board.cmake").read_text()
+    except OSError:
+        return None
+    m = re.search(r"set\(BOARD_CPU_HZ\s+(\d+)\)", text)
+    return int(m.group(1)) if m else None

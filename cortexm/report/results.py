@@ -102,6 +102,8 @@ class CaseResult:
     # What each kernel call cost: [instruction index, operator, instructions (or ticks)], for
     # the performance gate (cortexm.testing.perf).
     calls: list = field(default_factory=list)
+    # --profile: the run call by call (cortexm.report.profile.Profile.as_dict), or {"error": why not}.
+    profile: dict | None = None
     perf: str = ""  # against a baseline (--baseline): the change in instructions, and the call that made it
     pte: str = ""  # the program that was checked (in the export cache)
     # Digests of the integer reference's outputs without ExecuTorch's Helium loops (M55 only):

@@ -88,6 +88,33 @@ class SimResult:
             counts[m.group(2)][int(m.group(1))] = int(m.group(3))
         return counts["instructions"] or counts["ticks"]
 
+    @property
+    def call_ticks(self) -> dict[int, int]:
+        """Instruction index -> SysTick ticks it took (a run with `--calls 1`): what the runner
+        sums into execute()'s `I ticks:` exactly."""
+        return {int(m.group(1)): int(m.group(3)) for m in _CALL.finditer(self.log) if m.group(2) == "ticks"}
+
+
+def call_instructions(ticks: dict[int, int], cpu_hz: int, icount_shift: int) -> dict[int, int]:
+    """Each call's instructions such that they sum to the runner's `I instructions:` exactly.
+
+    The runner converts the sum of the calls' ticks once (ticks_to_instructions, rounding to
+    the nearest); converting each call alone rounds each, and the sum drifts by up to half an
+    instruction a call. Here each call gets the conversion of the ticks up to its end less that
+    of the ticks before it: within one instruction of the runner's own `I call N instructions:`,
+    and the sum telescopes to the runner's total."""
+    per_instruction = cpu_hz << icount_shift
+
+    def convert(t: int) -> int:  # kernels/runner/runner.cpp ticks_to_instructions
+        return (t * 1_000_000_000 + per_instruction // 2) // per_instruction
+
+    found, before = {}, 0
+    for index in sorted(ticks):
+        after = before + ticks[index]
+        found[index] = convert(after) - convert(before)
+        before = after
+    return found
+
 
 def _counts(log: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in _COUNT.finditer(log)}

@@ -100,7 +100,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
                 _fail(result, "dialect", f"lowered graph differs from {golden}", diff)
     result.seconds["dialect"] = time.perf_counter() - t
     _check_semantic(sidecar, result)
-    _check_accuracy(case, sidecar, result)
+    _check_accuracy(case, sidecar, result, bundle)
 
     simulator = options.simulators.get(core.name)
     if simulator is None or isinstance(simulator, str):
@@ -118,6 +118,8 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     result.seconds["run"] = time.perf_counter() - t
     result.instructions, result.remembered = outcome.instructions, outcome.remembered
     result.calls = call_costs(bundle.program().plan(), outcome.calls)
+    if options.profile and not outcome.failure:
+        result.profile = _profile(bundle, core, simulator, outcome.log)
     result.memory_use = _memory_use(outcome.log)
     if outcome.failure:
         result.sim = "FAIL"
@@ -185,10 +187,12 @@ def _check_constants(bundle: Bundle, core: Core, result: CaseResult) -> None:
           "\n".join(f"buffer {d.buffer} {d.tensor} {d.name}: {d.nbytes} B" for d in unexplained))
 
 
-def _check_accuracy(case, sidecar: Sidecar, result: CaseResult) -> None:
+def _check_accuracy(case, sidecar: Sidecar, result: CaseResult, bundle: Bundle) -> None:
     """The program against the float model (cortexm.semantic.accuracy, .realinputs): shown, and
     failed below the floor or where a calibrated range does not cover the real inputs (the
-    example inputs where the case's data stays in the calibrated range, an evaluation set)."""
+    example inputs where the case's data stays in the calibrated range, an evaluation set).
+    Below the floor the line names the point that lost the most, its module, and its SQNR and
+    that of the points it reads."""
     from cortexm.semantic import accuracy, realinputs
 
     record = sidecar.accuracy
@@ -197,11 +201,17 @@ def _check_accuracy(case, sidecar: Sidecar, result: CaseResult) -> None:
     result.stages.append("accuracy")
     result.accuracy_db, result.top1 = accuracy.summary(record)
     calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.semantic or {}).get("points", [])}
-    result.accuracy_points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
-                              for p in record.get("points", [])]
+    points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
+              for p in record.get("points", [])]
+    modules = {c.get("instruction"): str(c.get("module") or "") for c in sidecar.calls or [] if isinstance(c, dict)}
+    try:
+        result.accuracy_points = accuracy.with_inputs(points, bundle.program().plan(), modules)
+    except CortexmError:  # a program the reader refuses fails in its own stage; the points stay as recorded
+        result.accuracy_points = points
     result.accuracy_real = realinputs.summary(record, calls)
+    floor = accuracy.below_floor(record, sidecar.data)
     for line in realinputs.failures(record, sidecar.data, calls):
-        _fail(result, "accuracy", line)
+        _fail(result, "accuracy", line + (accuracy.lost_line(result.accuracy_points) if line == floor else ""))
 
 
 def _check_semantic(sidecar: Sidecar, result: CaseResult) -> None:
@@ -234,6 +244,17 @@ def _memory_use(log: str) -> dict:
         return parse_memory_line(log)
     except CortexmError:
         return {}
+
+
+def _profile(bundle: Bundle, core: Core, simulator, log: str) -> dict:
+    """The run call by call (`test --profile`), or why it cannot be shown."""
+    from cortexm.report.profile import profile
+    from cortexm.sim.protocol import SimResult
+
+    try:
+        return profile(bundle, core, SimResult(0, log), simulator.runner.board, simulator.name.split()[0]).as_dict()
+    except CortexmError as e:
+        return {"error": str(e)}
 
 
 def call_costs(plan, costs: dict[int, int]) -> list[list]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm.checking.macs import call_macs
+from cortexm.checking.macs import MAC_LIMIT, call_macs
 from cortexm.report.results import Status
 
 SLOWER, FASTER = Status.SLOWER, Status.FASTER
@@ -163,11 +163,6 @@ def compared(results, baseline: dict) -> int:
     compared nothing, which is a failure of its own (a baseline of other cases or cores)."""
     before = {(r.get("case"), r.get("core")) for r in baseline.get("results", []) if isinstance(r, dict)}
     return sum((r.case, r.core) in before for r in results)
-
-
-# Instructions per int8 MAC at the core's best multiply-accumulate instruction: two per SMLAD
-# (DSP), sixteen per VMLADAVA (MVE).
-MAC_LIMIT = {"cortex-m4": 1 / 2, "cortex-m7": 1 / 2, "cortex-m33": 1 / 2, "cortex-m55": 1 / 16}
 
 
 def per_mac(results) -> list[list]:

@@ -63,5 +63,6 @@ class Options:
     # Seconds each step of a case's own code may take in its export worker (building the model,
     # quantizing it): `--timeout`.
     timeout: float | None = None
+    profile: bool = False  # --profile: every simulated case's run call by call (cortexm.report.profile)
     # Filled by run(): core -> programs simulated (a packed program counts once).
     programs: dict[str, int] = field(default_factory=dict)
