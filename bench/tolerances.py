@@ -50,7 +50,7 @@ def measure(reports: list[dict]) -> dict[tuple[str, str], dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", type=Path)
-    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for docs/commands.md)")
     args = parser.parse_args()
     table = measure([json.loads(p.read_text()) for p in args.reports])
     header = ["operator", "core", "points", "elements", "0 LSB", "1 LSB", "2 LSB", "more", "max", "tolerance", "over"]

@@ -10,8 +10,8 @@ no one but its owner can rename or remove what is in it. Otherwise one line name
 and the fix, and nothing is read from it or written to it.
 
 What this cannot see: content the user's own account put there (a CI cache restored from
-another job, a copy from another machine). README.md, "Caches", says what a shared CI cache
-may hold.
+another job, a copy from another machine). docs/commands.md, "What a shared CI cache may hold",
+says what it may hold.
 """
 
 from __future__ import annotations

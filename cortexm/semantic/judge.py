@@ -11,7 +11,7 @@ power of two, ties away from zero). The two agree except where the exact result 
 within that rounding of a half step, so every requantizing operator may differ by 1 LSB,
 and only there; operators that move or compare values without rescaling them must agree
 exactly, and so must the quantize on a core whose loop rounds as the model does. Measured on
-every built-in and `--grid full` case for the M7 and the M55 (bench/tolerances.py; README,
+every built-in and `--grid full` case for the M7 and the M55 (bench/tolerances.py; docs/commands.md,
 "The semantic reference"): every point within these, the requantizing operators at 1 LSB on
 0.08-7.5 % of their elements (add, bmm, div, softmax and the activation table at 0 so far:
 the 1 their arithmetic allows is kept, a tolerance is not tuned to the data at hand).
