@@ -30,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -91,7 +92,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-t", "--target", dest="cores", action="append", help="core (default cortex-m7 and cortex-m55)")
     parser.add_argument("-k", dest="pattern", help="only zoo models whose name contains PATTERN")
-    parser.add_argument("--report", type=Path, help="judge this earlier `cortexm test` report instead of running the tier")
+    parser.add_argument("--report", type=Path, help="judge this earlier `cortexm test` report instead of running the tier "
+                        "(where no file is there yet, the tier runs and writes it there)")
     parser.add_argument("--json", type=Path, help="write every verdict and its evidence here")
     parser.add_argument("--doc", type=Path, help="write the table as Markdown here (docs/zoo.md)")
     parser.add_argument("--no-fit", action="store_true", help="skip `cortexm fit`")
@@ -100,9 +102,9 @@ def main() -> int:
 
     os.environ.update(_env())  # before torch: the proof lowers as cortexm does
     sys.path.insert(0, str(ROOT))
-    report = args.report or ROOT / "zoo-report.json"
+    report = args.report or Path(tempfile.mkdtemp(prefix="zoo-")) / "report.json"
     wall = None
-    if not args.report:
+    if not report.is_file():
         wall = run_tier(cores, args.pattern, report)
     if not report.is_file():
         print(f"error: no report at {report}", file=sys.stderr)
