@@ -72,6 +72,7 @@ class Evidence:
     model_lsb: float | None = None
     model_sqnr: float | None = None
     model_top1: bool | None = None
+    hardswish_lsb: float | None = None  # hardswish_departure of the model's hardswishes
     float_sqnr: float | None = None
     floor: float | None = None
     points: int = 0
@@ -138,6 +139,8 @@ class Quantized:
     scales: list  # each output's quantization step (None for a float output)
     points: int  # activation quantization points (quantize nodes) of the quantized model
     edge: object = None  # to_edge of the quantized model
+    # Each hardswish of the quantized model: its input's and its output's (scale, zero point).
+    hardswish: list = field(default_factory=list)
     failed: str = ""
 
 
@@ -173,6 +176,7 @@ def quantize(case) -> Quantized:
         result.scales = _output_scales(exported)
         result.points = sum(1 for n in exported.graph.nodes if n.op == "call_function"
                             and str(n.target).startswith("quantized_decomposed.quantize_per_tensor"))
+        result.hardswish = _hardswish_points(exported)
         result.edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
     except Exception as e:  # what failed is the evidence
         result.failed = _line(e)
@@ -185,6 +189,37 @@ def _output_scales(program) -> list:
     values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
     return [float(v.args[1]) if getattr(v, "op", "") == "call_function" and "dequantize_per_tensor" in str(v.target) else None
             for v in values]
+
+
+def _hardswish_points(program) -> list:
+    points = []
+    for node in program.graph.nodes:
+        if node.op != "call_function" or "hardswish" not in str(node.target):
+            continue
+        source = node.args[0]
+        out = next((u for u in node.users if "quantize_per_tensor" in str(u.target)), None)
+        if "dequantize_per_tensor" in str(getattr(source, "target", "")) and out is not None:
+            points.append((float(source.args[1]), int(source.args[2]), float(out.args[1]), int(out.args[2])))
+    return points
+
+
+def hardswish_departure(points: list) -> float | None:
+    """The largest departure, in output steps, of upstream's hardswish decomposition
+    (passes/decompose_hardswish_pass.py: x * (min(x, q(3)) + 3) / 6, the + 3 as the second
+    operand's zero point shifted by round(3 / scale), the output scale times 6) from the quantized
+    model's hardswish, over every int8 input, both computed exactly with the model's quantization
+    (CMSIS-NN's fixed-point requantize adds its own rounding on top)."""
+    worst = None
+    for s_in, zp_in, s_out, zp_out in points:
+        x = np.arange(-128, 128, dtype=np.float64)
+        real = s_in * (x - zp_in)
+        model = np.clip(np.round(real * np.clip(real + 3, 0, 6) / 6 / s_out) + zp_out, -128, 127)
+        q3 = min(max(round(3 / s_in) + zp_in, -128), 127)
+        shifted = zp_in - round(3 / s_in)
+        program = np.clip(np.round(real * s_in * (np.minimum(x, q3) - shifted) / (6 * s_out) + zp_out), -128, 127)
+        depart = float(np.abs(program - model).max())
+        worst = depart if worst is None else max(worst, depart)
+    return worst
 
 
 def _line(e: BaseException) -> str:
@@ -247,6 +282,7 @@ def prove(q: Quantized, core: str, target_string: str, judged: dict | None, cort
     program = edge.exported_program()
     ev.float_ops = float_ops(program)
     ev.floor = round(FLOOR_DB - 10 * math.log10(max(1, q.points)), 2)
+    ev.hardswish_lsb = hardswish_departure(q.hardswish)
     try:
         with torch.no_grad():
             dialect = _tensors(program.module()(*q.example))
@@ -320,6 +356,9 @@ def proven(status: str, stages: list[str], ev: Evidence) -> tuple[bool, str]:
         shown.append(("compare", f"the simulator departs from operators.py by {ev.dialect_lsb:g} LSB"))
     if ev.model_sqnr is not None and not ev.model_holds:
         shown.append(("semantic", f"the simulator departs from the PT2E model by {ev.model_lsb:g} LSB"))
+    if ev.hardswish_lsb is not None and ev.hardswish_lsb > DIALECT_LSB:
+        shown.append(("semantic", f"upstream's hardswish decomposition, computed exactly with the model's quantization, "
+                                  f"departs from the model's hardswish by {ev.hardswish_lsb:g} LSB"))
     if ev.float_sqnr is not None and not ev.float_holds:
         shown.append(("accuracy", f"SQNR vs float {_db(ev.float_sqnr)} below the floor {ev.floor}"))
     if not shown:
