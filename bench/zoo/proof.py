@@ -53,7 +53,7 @@ FLOOR_DB = 20.0  # README, "test": the accuracy floor of one quantization stage
 
 # Edge operators that move or reshape values and compute nothing: left out of the float ops.
 MOVEMENT = ("view", "reshape", "permute", "transpose", "clone", "cat", "slice", "select", "squeeze", "unsqueeze",
-            "expand", "split", "chunk", "_to_dim_order", "_clone_dim_order", "alias", "t_copy", "contiguous",
+            "expand", "split", "split_with_sizes", "chunk", "_to_dim_order", "_clone_dim_order", "alias", "t_copy", "contiguous",
             "unbind", "getitem", "flatten", "quantize_per_tensor", "dequantize_per_tensor", "full", "zeros", "ones",
             "arange", "scalar_tensor", "sym_size", "_assert", "lift_fresh")
 
@@ -243,7 +243,7 @@ def float_ops(program) -> list[str]:
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
-        parts = str(node.target).split(".")
+        parts = str(getattr(node.target, "__name__", node.target)).split(".")
         if parts[0] != "aten" or len(parts) < 2:
             continue  # cortex_m kernels, quantized_decomposed q/dq, getitem
         base = parts[1].removesuffix("_copy")
@@ -377,6 +377,8 @@ STAGE_EVIDENCE = {
     "lowering": {"lowering", "export"},
     "verify": {"sim", "compare", "semantic"},
     "sim": {"sim"},
+    "run": {"sim"},
+    "upstream-reference": {"compare"},
     "compare": {"compare", "semantic", "sim"},
     "semantic": {"semantic", "compare"},
     "memory": {"sim", "compare"},
