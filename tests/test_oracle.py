@@ -925,3 +925,27 @@ def test_a_perturbed_oracle_disagrees_with_operators_py(operators_py, monkeypatc
     monkeypatch.setattr(fixedpoint, "divide_by_power_of_two", _round_half_up)
     unexplained, _, _, _ = compare_with_operators_py(operators_py, ["cortex_m::quantized_conv2d", "cortex_m::quantized_linear"])
     assert unexplained, "a wrong rounding in the oracle went unnoticed against operators.py"
+
+
+def test_program_with_an_infinite_double_is_evaluated():
+    """A causal mask's -inf reaches the program as a Double the schema stores as the string
+    "-inf" (aten::scalar_tensor's argument): the evaluation takes it as the number (the zoo's
+    zoo_causal_mixer; before, every transformer with a mask fell back to another reference)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("executorch")
+    from executorch.exir import to_edge
+
+    from cortexm.oracle.reference import evaluate
+
+    class Masked(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("future", torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1))
+
+        def forward(self, x):
+            return torch.softmax(x.masked_fill(self.future, float("-inf")), dim=-1)
+
+    x = torch.randn(1, 4, 4)
+    pte = to_edge(torch.export.export(Masked(), (x,), strict=True)).to_executorch().buffer
+    (out,) = evaluate(pte, [x.numpy()])
+    np.testing.assert_allclose(np.asarray(out), Masked()(x).numpy(), rtol=1e-6, atol=1e-7)

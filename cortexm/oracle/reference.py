@@ -218,8 +218,12 @@ def _value(val, constants, memory, torch):
             # The buffer holds the elements in dim order: view it as the permuted shape.
             tensor.permute(order).copy_(stored.reshape([sizes[d] for d in order]))
         return tensor
-    if kind in ("Int", "Double", "Bool", "String"):
-        return val.int_val if kind == "Int" else val.double_val if kind == "Double" else val.bool_val if kind == "Bool" else val.string_val
+    if kind == "Double":
+        # ExecuTorch's schema holds an infinite double as the string "inf" or "-inf" (a causal
+        # mask's -inf): as a string, the operator taking it refuses it.
+        return float(val.double_val)
+    if kind in ("Int", "Bool", "String"):
+        return val.int_val if kind == "Int" else val.bool_val if kind == "Bool" else val.string_val
     if kind == "Null":
         return None
     if kind in ("IntList", "TensorList", "OptionalTensorList"):
