@@ -204,7 +204,8 @@ def markdown(rows: list[dict], summary: dict, cores: list[str]) -> str:
         proof = ("proven: " if x["proven"] else "**NOT PROVEN**: ") + x["proof"].replace("|", "\\|")[:260]
         out.append(f"| {x['case']} | {x['core']} | {x['status']} | {reason} | {proof} | "
                    f"{_sqnr(x['sqnr_real'])} / {_sqnr(x['sqnr_proof'])} | {x['fit']} |")
-    return "\n".join(out) + "\n"
+    # A document of the project names no folder of the machine it was made on.
+    return "\n".join(out).replace(str(Path.home()), "~") + "\n"
 
 
 if __name__ == "__main__":
