@@ -240,6 +240,7 @@ def test_lint_finds_a_misnamed_sketch_and_a_symlink(tmp_path):
     assert {"SS001", "LS005"} <= {p.rule for p in lint.check(folder) if p.level == lint.ERROR}
 
 
+@pytest.mark.slow
 def test_compiles_for_the_uno_q_core(library):
     from cortexm.arduino.compile import compile_library
     from cortexm.base.targets import core

@@ -16,6 +16,7 @@ BENCH = in_checkout("bench")
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"the benchmarks run firmware: {MISSING}")
 
 
+@pytest.mark.slow
 def test_the_suite_benchmark_runs_cortexm_and_upstreams_flow(runners):
     """`bench/suite.py` on linear_no_bias and upstream's add tests, the runners of the session's build
     cache: every row it exists to print, cortexm cold and warm and upstream's flow."""
@@ -29,6 +30,7 @@ def test_the_suite_benchmark_runs_cortexm_and_upstreams_flow(runners):
     assert "cortex-m7   cold: 1 PASS" in done.stdout and "cortex-m7   upstream: " in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_the_loop_benchmark_runs_its_steps(runners, tmp_path):
     """`bench/loop.py` cold, warm and a comment edit of the tree, on linear_no_bias."""
     from cortexm import sources

@@ -11,6 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 
 
@@ -105,6 +106,7 @@ def _counted(case: str, out: Path):
     return done, meta, {name: int(met.split("/")[0]) for name, met in result["data_targets"]["inputs"][0]["by"].items()}
 
 
+@pytest.mark.slow
 def test_value_counters_see_the_half_steps_the_solver_placed_and_every_output_requantized(runners, tmp_path):
     """Judged by the case's data targets (Python's solver says which outputs it put exactly on a
     half step) and its shape: on each core, the linear call's requantize met at least those

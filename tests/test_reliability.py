@@ -582,6 +582,7 @@ def test_a_read_only_export_cache_is_one_line(small_disk):
 
 # --- issue 21: sweeps hold what they run, and keep it on Ctrl-C ---------------------------------
 
+@pytest.mark.slow
 @needs_firmware
 def test_an_interrupted_sweep_of_any_length_keeps_its_finished_samples(runners, tmp_path):
     import signal

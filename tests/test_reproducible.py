@@ -18,6 +18,7 @@ FILES = ("executor_runner.elf", "executor_runner.map", "build.json")
 OPS = ("cortex_m::dequantize_per_tensor.out", "cortex_m::quantize_per_tensor.out", "cortex_m::quantized_add.out")
 
 
+@pytest.mark.slow
 def test_a_runner_builds_to_the_same_bytes_twice(tmp_path, monkeypatch):
     from cortexm.firmware import build_runner
     from cortexm.firmware.tools import toolchain_prefix
