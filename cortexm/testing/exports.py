@@ -67,7 +67,7 @@ def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, rea
     else:
         # Built before any cache entry is made: a model that cannot be built (its code may read
         # a file, or import what is not installed yet) is never a cached failure.
-        with reads.recording(skip=(cache.root(),)) as record, _limited(timeout, "building its model"):
+        with reads.recording(skip=_keyed_apart()) as record, _limited(timeout, "building its model"):
             bundle = modelsource.load(case)
         facts = reads.merged(read, record.facts())
         try:
@@ -118,10 +118,20 @@ def _limited(seconds: float, what: str) -> Iterator[None]:
         raise workers.OutOfTime(f"{what} took longer than {seconds:g} s (an endless loop?); --timeout sets the limit") from None
 
 
+def _keyed_apart() -> tuple[Path, ...]:
+    """What an export reads that its key covers already (the lowering's tree and CMSIS-NN
+    module, cortexm's caches): not recorded as the case's own reads."""
+    from cortexm.firmware.commands import builds_dir
+    from cortexm.sources import cache_dir
+
+    tree = backend_source.active_tree()
+    return (cache.root(), cache_dir(), builds_dir(), *((tree,) if tree else ()))
+
+
 def _case_file_reads(case_file: str, source: bytes | None) -> dict:
     """Import a case file in this worker (once: userstate keeps what it left), and what its
     import read (cortexm.testing.reads)."""
-    with reads.recording(skip=(cache.root(),)) as record:
+    with reads.recording(skip=_keyed_apart()) as record:
         casefiles.load_case_file(Path(case_file), source=source)
     return record.facts()
 

@@ -177,7 +177,26 @@ def _skipped(path: str) -> bool:
 
 
 def _digest(path: str, listing: bool) -> str:
-    """The content of a file, the names in a folder ("listing:..."), or "absent"."""
+    """The content of a file, the names in a folder ("listing:..."), or "absent". A file is
+    read once per process while its size, time and inode hold: a warm run checks hundreds of
+    entries whose records name the same few files."""
+    try:
+        if not listing:
+            st = os.stat(path)
+            if not os.path.isdir(path):
+                seen = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+                if seen not in _READ:
+                    _READ[seen] = _read(path, False)
+                return _READ[seen]
+    except OSError:
+        return "absent"
+    return _read(path, listing)
+
+
+_READ: dict[tuple, str] = {}
+
+
+def _read(path: str, listing: bool) -> str:
     try:
         if listing or os.path.isdir(path):
             return "listing:" + hashlib.sha256("\0".join(sorted(os.listdir(path))).encode()).hexdigest()
@@ -201,6 +220,7 @@ def _packages() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+@lru_cache(maxsize=None)
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
