@@ -95,7 +95,7 @@ class Mutant:
         return TREE_OF[self.kind]
 
     @classmethod
-    def load(cls, patch: Path) -> "Mutant":
+    def load(cls, patch: Path) -> Mutant:
         text = patch.read_text()
         header = dict(re.findall(r"^# (\w+): (.*)$", text.split("\ndiff ", 1)[0], re.M))
         files = re.findall(r"^\+\+\+ b/(\S+)", text, re.M)

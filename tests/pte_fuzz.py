@@ -32,9 +32,9 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 # Cases mutated: cortex_m calls with and without scratch, lists of ints, an MVE lowering,
 # and a program planned one tensor per buffer (many memory ids and offsets).
@@ -390,8 +390,8 @@ def run_corpus(sources: list[tuple[str, Path]], count: int, seed: int, elf: Path
 def _export(case: str, core: str) -> Path:
     """The case's .pte through the test app's export cache (the user's, for this script)."""
     from cortexm.base import targets
-    from cortexm.lowering import export, modelsource, writer
     from cortexm.base.errors import CortexmError
+    from cortexm.lowering import export, modelsource, writer
     from cortexm.testing import cache
 
     hit = cache.lookup(case, core, "legacy")

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import sources
-
-from cortexm.sources import nar, pins, trees
-
 from conftest import run_cli
+from cortexm import sources
+from cortexm.sources import nar, pins, trees
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 

@@ -37,14 +37,11 @@ from urllib.parse import urlparse
 
 import pytest
 
-from cortexm import sources
-
-from cortexm.base import manifest
-
-from cortexm.sources import nar
-from cortexm.base.targets import CORES
-
 from conftest import in_checkout
+from cortexm import sources
+from cortexm.base import manifest
+from cortexm.base.targets import CORES
+from cortexm.sources import nar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -79,7 +76,7 @@ def _tool(name: str, why: str | None = None) -> str:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _nix_version(tool: str) -> tuple[int, ...]:
     out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60).stdout
     m = re.search(r"(\d+)\.(\d+)", out)
@@ -796,7 +793,7 @@ def _wheel_file(entry: dict, tmp_path: Path) -> Path:
     return Path(shutil.move(str(got), WHEEL_CACHE / entry["file"]))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _wheel_elves(path: Path) -> dict[str, tuple[str | None, tuple[str, ...]]]:
     """Every ELF file in a wheel: member -> (DT_SONAME, DT_NEEDED entries)."""
     from elftools.elf.dynamic import DynamicSection

@@ -22,11 +22,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from oracle_harness import host as host_build  # noqa: E402
-
-from cortexm.oracle import KERNELS, UNSUPPORTED_REASON, Tensor  # noqa: E402
-from cortexm.oracle import fixedpoint, upstream  # noqa: E402
+from cortexm.oracle import KERNELS, UNSUPPORTED_REASON, Tensor, fixedpoint, upstream  # noqa: E402
 from cortexm.oracle.tensor import CHANNELS_LAST, contiguous  # noqa: E402
+from oracle_harness import host as host_build  # noqa: E402
 
 SEED = 20261130
 MISSING = host_build.missing()
@@ -248,7 +246,7 @@ def _pool_geometry(rng, ceil_mode: bool) -> dict | None:
              w=int(rng.integers(1, 10)), kernel=(int(rng.integers(1, 5)), int(rng.integers(1, 5))),
              stride=(int(rng.integers(1, 4)), int(rng.integers(1, 4))))
     g["padding"] = tuple(int(rng.integers(0, k // 2 + 1)) for k in g["kernel"])
-    g["oh"], g["ow"] = (_pool_out(s, k, st, p, ceil_mode) for s, k, st, p in zip((g["h"], g["w"]), g["kernel"], g["stride"], g["padding"]))
+    g["oh"], g["ow"] = (_pool_out(s, k, st, p, ceil_mode) for s, k, st, p in zip((g["h"], g["w"]), g["kernel"], g["stride"], g["padding"], strict=True))
     return g if g["oh"] >= 1 and g["ow"] >= 1 else None
 
 
@@ -276,7 +274,7 @@ def gen_avg_pool(rng, nhwc=False) -> list[Case]:
     # Boundary: windows of 1, 2, 3 and 4 elements whose sums fall on every residue, both signs.
     for kernel, padding in (((1, 2), (0, 0)), ((2, 2), (0, 0)), ((2, 2), (1, 1)), ((3, 3), (1, 1)), ((1, 4), (0, 2))):
         x = every_int8((1,))[..., None]
-        oh, ow = (_pool_out(16, k, 1, p, False) for k, p in zip(kernel, padding))
+        oh, ow = (_pool_out(16, k, 1, p, False) for k, p in zip(kernel, padding, strict=True))
         args = _pool_args(_image(x, nhwc), kernel, (1, 1), padding)
         args.update(ceil_mode=False, zero_point=0, multiplier=1 << 30, shift=0, scratch=contiguous(np.zeros(0, np.int8)))
         cases.append(Case("boundary", args, _image(np.zeros((1, oh, ow, 1), np.int8), nhwc), f"k={kernel} p={padding}"))
@@ -529,7 +527,7 @@ def gen_pad(rng) -> list[Case]:
         dims = [1] * (4 - rank) + physical
         pre = [0] * (4 - rank) + [int(v) for v in rng.integers(0, 3, rank)]
         post = [0] * (4 - rank) + [int(v) for v in rng.integers(0, 3, rank)]
-        padded = [d + a + b for d, a, b in zip(dims, pre, post)][4 - rank:]
+        padded = [d + a + b for d, a, b in zip(dims, pre, post, strict=True)][4 - rank:]
         if rank == 4 and (last or shape[1] == 1 or shape[2:] == (1, 1)):
             out_shape = (padded[0], padded[3], padded[1], padded[2])
         else:

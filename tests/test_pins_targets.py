@@ -9,11 +9,10 @@ import subprocess
 import pytest
 
 from cortexm import sources
-
-from cortexm.sources import nar, pins
 from cortexm.base.errors import CortexmError
-from cortexm.sources.backend_source import upstream_backend
 from cortexm.base.targets import CORES, core
+from cortexm.sources import nar, pins
+from cortexm.sources.backend_source import upstream_backend
 
 
 def _hashed_entries(data, path=()):

@@ -196,8 +196,8 @@ def test_another_checkout_of_the_project_builds_in_a_folder_of_its_own(runners, 
 
 @needs_firmware
 def test_run_reads_npy_and_c_headers_like_raw_inputs(runners, exported, tmp_path):
-    from cortexm.pte.sidecar import read_sidecar
     from cortexm.pte import load
+    from cortexm.pte.sidecar import read_sidecar
     from cortexm.sim.run import from_raw
 
     pte = exported("conv2d", "cortex-m7")

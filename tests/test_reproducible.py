@@ -10,7 +10,6 @@ import subprocess
 import pytest
 
 from conftest import MISSING
-
 from cortexm.base import manifest
 
 FILES = ("executor_runner.elf", "executor_runner.map", "build.json")

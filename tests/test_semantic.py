@@ -250,8 +250,8 @@ def test_custom_inputs_are_judged_by_both_references_on_those_inputs(tmp_path):
     from cortexm.lowering import writer
     from cortexm.pte import load
     from cortexm.pte.bundle import Bundle
-    from cortexm.semantic.program import references
     from cortexm.pte.tensors import reference_outputs
+    from cortexm.semantic.program import references
 
     writer.write(_export("conv2d"), tmp_path / "c.pte")
     bundle = Bundle.open(tmp_path / "c.pte")

@@ -8,15 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import sources
-
-from cortexm.checking import library
-from cortexm.cases import all_cases
-from cortexm.pte import load
-from cortexm.base.targets import core
-from cortexm.checking.verify import verify_file
-
 from conftest import run_cli
+from cortexm import sources
+from cortexm.base.targets import core
+from cortexm.cases import all_cases
+from cortexm.checking import library
+from cortexm.checking.verify import verify_file
+from cortexm.pte import load
 
 INSTALLED = Path(library._installed_package())
 CORTEX_M_YAML = INSTALLED / "backends/cortex_m/ops/operators.yaml"

@@ -1,6 +1,7 @@
 """Attacks: Damaged caches."""
 
 from __future__ import annotations
+
 import json
 import os
 import shutil
@@ -8,8 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from attack_classes.lab import Result, attack
 

@@ -1,12 +1,13 @@
 """Attacks: Ownership: cortexm removes or replaces only what a manifest of its own lists."""
 
 from __future__ import annotations
-import json
-from pathlib import Path
-from typing import Callable
 
-from attack_classes.lab import _unchanged, attack
+import json
+from collections.abc import Callable
+from pathlib import Path
+
 from attack_classes.caches import _export_cache
+from attack_classes.lab import _unchanged, attack
 
 
 def _entry(path: Path) -> dict:

@@ -233,7 +233,7 @@ class DSCNN(nn.Module):
     def __init__(self, c_in: int, widths: tuple[int, ...], classes: int) -> None:
         super().__init__()
         layers: list[nn.Module] = _conv_bn(c_in, widths[0], 3, 2)
-        for a, b in zip(widths, widths[1:]):
+        for a, b in zip(widths, widths[1:], strict=False):
             layers += _conv_bn(a, a, 3, 1, groups=a) + _conv_bn(a, b, 1) + [nn.MaxPool2d(2)]
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(widths[-1], classes)

@@ -15,9 +15,9 @@ from pathlib import Path
 from cortexm import __version__, sources
 from cortexm.arduino.upstream import FOLDER, SCRIPT, Upstream
 from cortexm.base.errors import CortexmError
+from cortexm.checking.verify import Finding
 from cortexm.firmware.codegen import Generated
 from cortexm.sources.identity import tree
-from cortexm.checking.verify import Finding
 
 JSON = "extras/provenance.json"
 TEXT = "extras/PROVENANCE.txt"

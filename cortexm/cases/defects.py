@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Callable
 
 from cortexm.base import syntax
 
@@ -83,7 +83,7 @@ class KnownDefect:
         return "any" in self.stages or bool(set(self.stages) & stages_reached)
 
 
-@lru_cache(maxsize=None)
+@cache
 def file_sha256(path: Path) -> str | None:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -91,7 +91,7 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def syntax_sha256(path: Path) -> str | None:
     """A Python file's syntax tree, as the export key counts it (None: not Python, or unreadable;
     read once per process, as file_sha256)."""
@@ -105,7 +105,7 @@ def syntax_sha256(path: Path) -> str | None:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def symbols_sha256(path: Path, symbols: str) -> str | None:
     """The syntax trees of the top-level functions or classes `symbols` ("f,g") of a Python file,
     in that order, as syntax_sha256 counts a file (None: unreadable, or one of them missing)."""

@@ -203,7 +203,7 @@ def combinations(op: str, chosen: dict[str, list]) -> tuple[list[Combination], d
         dims = {k: chosen.get(k, v) for k, v in scope.dims.items()}
         tally = counts.setdefault(scope.name, {"combinations": 0, "refused by PyTorch": 0, "in a known defect's region": 0})
         for values in itertools.product(*dims.values()):
-            p = dict(zip(dims, values))
+            p = dict(zip(dims, values, strict=True))
             tally["combinations"] += 1
             params = _params(op, p)
             if not valid(params):
@@ -261,8 +261,8 @@ def build_pack(op: str, branches: list[Params]) -> tuple:
     from torch import nn
 
     from cortexm.cases import space
-    from cortexm.cases.ops import Pack
     from cortexm.cases.data import CALIBRATION_SAMPLES, like
+    from cortexm.cases.ops import Pack
 
     modules, inputs, calibration = [], [], [[] for _ in range(CALIBRATION_SAMPLES)]
     for params in branches:

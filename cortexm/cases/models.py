@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from cortexm.cases import defects
-from cortexm.cases.registry import register
 from cortexm.cases.ops import image, vector
+from cortexm.cases.registry import register
 
 
 def _conv_bn_relu(c_in: int, c_out: int, kernel, stride=1, padding=0, groups=1, relu=True) -> list[nn.Module]:
@@ -85,7 +85,7 @@ class AutoEncoder(nn.Module):
         super().__init__()
         sizes = [dim, hidden, hidden, code, hidden, hidden]
         layers: list[nn.Module] = []
-        for a, b in zip(sizes, sizes[1:]):
+        for a, b in zip(sizes, sizes[1:], strict=False):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(hidden, dim))
         self.net = nn.Sequential(*layers)

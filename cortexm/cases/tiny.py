@@ -163,7 +163,7 @@ class FCAutoEncoder(nn.Module):
         super().__init__()
         sizes = [features, hidden, hidden, hidden, hidden, code, hidden, hidden, hidden, hidden]
         layers: list[nn.Module] = []
-        for a, b in zip(sizes, sizes[1:]):
+        for a, b in zip(sizes, sizes[1:], strict=False):
             layers += [nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU()]
         layers.append(nn.Linear(hidden, features))
         self.net = nn.Sequential(*layers)

@@ -36,12 +36,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm.checking import library as libs
+from cortexm.base.targets import CORES, Core
+from cortexm.base.targets import core as core_named
 from cortexm.checking import arguments, scratch
-from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
+from cortexm.checking import library as libs
 from cortexm.pte import load, loader
 from cortexm.pte.program import ExecutionPlan, KernelCall, TensorValue
-from cortexm.base.targets import CORES, Core, core as core_named
+from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
 
 # Loader problems shown per program; a badly damaged one has many, the first say enough.
 MAX_LOADER_LINES = 10

@@ -48,8 +48,7 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     from cortexm.base import files
     from cortexm.base.progress import Progress
     from cortexm.lowering import export as exporter
-    from cortexm.lowering import stage, writer
-    from cortexm.lowering import modelsource
+    from cortexm.lowering import modelsource, stage, writer
     from cortexm.pte.sidecar import sidecar_path
 
     core = core_named(target)
@@ -111,9 +110,8 @@ def _say_deployment(result, core) -> str | None:
     from cortexm.cases import defects
     from cortexm.checking import constants, lowering
     from cortexm.pte import parse
-    from cortexm.report.accuracy import record_lines
-
     from cortexm.pte.sidecar import Sidecar
+    from cortexm.report.accuracy import record_lines
 
     program, sidecar = parse(result.pte), Sidecar.of(result.sidecar)
     total, lowered, left = lowering.survey(program.plan(), sidecar)
@@ -158,9 +156,9 @@ def _say_semantic(semantic: dict | None) -> None:
 def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, goldens: str | None, update_goldens: bool,
             executorch_src: str | None, lowering: str) -> int:
     """Print the lowered graph of MODEL(s) in canonical text, or compare it with golden files."""
+    from cortexm.cases import all_cases as every_case
     from cortexm.lowering import dialect as dia
     from cortexm.lowering import export, modelsource
-    from cortexm.cases import all_cases as every_case
 
     if not targets:
         raise click.UsageError("missing --target (repeatable)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import click
 
 from cortexm.base.text import json_dumps
@@ -49,8 +48,8 @@ def pins(executorch_src: str | None, as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def targets(as_json: bool) -> None:
     """List the cores, their CMSIS-NN backend (as ExecuTorch resolves it) and simulators."""
-    from cortexm.sources.backend_source import upstream_backend
     from cortexm.base.targets import CORES
+    from cortexm.sources.backend_source import upstream_backend
 
     rows = []
     for c in CORES:
@@ -77,8 +76,8 @@ def targets(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def sources(executorch_src: str | None, cmsis_nn_src: str | None, fetch: bool, content: bool, as_json: bool) -> int:
     """Which ExecuTorch and CMSIS-NN trees builds use, and whether they match pins.toml."""
-    from cortexm.sources import pins, trees
     from cortexm import sources as src
+    from cortexm.sources import pins, trees
 
     data = pins.load()
     given = {src.EXECUTORCH: executorch_src, src.CMSIS_NN: cmsis_nn_src}

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from cortexm.base.text import json_dumps
 from cortexm import __version__
 from cortexm.base import children, manifest
 from cortexm.base.errors import CortexmError
 from cortexm.base.progress import Progress
+from cortexm.base.text import json_dumps
 from cortexm.cli.options import (
     EXIT_PROBLEMS,
     cases_timeout_option,
@@ -28,8 +28,8 @@ from cortexm.cli.options import (
     timeout_option,
 )
 from cortexm.report import outputs
-from cortexm.testing import shards
 from cortexm.report.results import Status
+from cortexm.testing import shards
 
 
 def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
@@ -177,10 +177,10 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
-    from cortexm.sources import backend_source
-    from cortexm.testing import app, crosscore, perf, simulate
     from cortexm.report import writers as report_files
     from cortexm.report.summary import print_changes, print_per_mac, print_summary
+    from cortexm.sources import backend_source
+    from cortexm.testing import app, crosscore, perf, simulate
 
     # Before any work: where the reports go, what the given programs are called, the baseline.
     reports = outputs.check({"--json": json_path, "--junit": junit})
@@ -359,8 +359,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     is in use (--executorch-src), else the installed executorch's.
     """
     from cortexm import sources
-    from cortexm.sources import backend_source
     from cortexm.report import table
+    from cortexm.sources import backend_source
     from cortexm.testing import upstream
 
     reports = outputs.check({"--json": json_path, "--junit": junit}, kind="upstream")
@@ -453,9 +453,9 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     that `cortexm test --cases FILE` runs.
     """
     from cortexm.cases.space import space
+    from cortexm.report import writers as report_files
     from cortexm.sources import backend_source
     from cortexm.testing import cache, simulate
-    from cortexm.report import writers as report_files
     from cortexm.testing import sweep as sweeps
 
     space(op)  # an unknown operator fails before anything is built

@@ -116,7 +116,7 @@ def _add_values(path: Path, records: list[bytes]) -> None:
     for data in records:
         kind, line, *counts = struct.unpack_from("<7I", data)
         key = f"{chr(kind)} {data[28:].decode(errors='replace')}:{line}"
-        sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 5), counts)]
+        sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 5), counts, strict=False)]
     writes.atomic(path, json.dumps(sums))
 
 

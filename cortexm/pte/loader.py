@@ -29,8 +29,8 @@ or misbehave when it runs (said at the check). Operator registration is
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from cortexm.pte.program import (
     SCALAR_TYPES,

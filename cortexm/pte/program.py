@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Union
 
 from cortexm.base.errors import CortexmError
 from cortexm.pte.flatbuffer import FlatbufferError, Table, root
@@ -127,7 +126,7 @@ class BadValue:
 
 
 # A value of the program's value table.
-Value = Union[None, bool, int, float, str, TensorValue, ListValue, BadValue, tuple]
+Value = None | bool | int | float | str | TensorValue | ListValue | BadValue | tuple
 
 
 @dataclass(frozen=True)
@@ -176,7 +175,7 @@ class BadInstruction:
         return "invalid"
 
 
-Instruction = Union[KernelCall, DelegateCall, OtherInstruction, BadInstruction]
+Instruction = KernelCall | DelegateCall | OtherInstruction | BadInstruction
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,6 @@ def check(data: bytes, name: str = "model") -> None:
 def load(data: bytes):
     """The torch.export program in `data`, which `check` has passed. Needs torch."""
     import torch
-
     import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers the quantize ops the model calls
 
     return torch.export.load(io.BytesIO(data))

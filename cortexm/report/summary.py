@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from cortexm.report import console, table
 from cortexm.report.accuracy import print_evaluation
-from cortexm.report.writers import grid_coverage
 from cortexm.report.results import Status
+from cortexm.report.writers import grid_coverage
 
 
 def print_summary(results, checks, options, elapsed: float) -> None:
@@ -80,8 +80,8 @@ def _deployments(rows, options) -> None:
     on the board and what it keeps of its float model's accuracy."""
     from pathlib import Path
 
-    from cortexm.firmware.size import RESERVED, footprint
     from cortexm.checking.macs import call_macs
+    from cortexm.firmware.size import RESERVED, footprint
 
     if not rows:
         return

@@ -43,8 +43,8 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
 def _load(bundle, name: str):
     """A model the export saved (torch.export), as a module to run: its bytes checked against
     the bundle's manifest, then as data, then given to torch."""
-    from cortexm.sources.backend_source import quiet_lowering_imports
     from cortexm.pte import pt2
+    from cortexm.sources.backend_source import quiet_lowering_imports
 
     data = bundle.read(name)
     pt2.check(data, name)
@@ -60,7 +60,7 @@ def _model_inputs(inputs: list[np.ndarray], sidecar: Sidecar) -> tuple:
     import torch
 
     tensors = []
-    for x, entry in zip(inputs, sidecar.inputs):
+    for x, entry in zip(inputs, sidecar.inputs, strict=False):
         t = torch.from_numpy(np.ascontiguousarray(x))
         if t.dim() == 4 and list(entry.get("dim_order", [])) == [0, 2, 3, 1]:
             t = t.to(memory_format=torch.channels_last)

@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
-from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, MAX_COMMAND_LINE, SimResult, run_process
 from cortexm.base.targets import CORES, Core
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, MAX_COMMAND_LINE, SimResult, run_process
 
 FVP_ENV = "CORTEXM_FVP"
 # FVP model -> board support folder (fvp/boards) of code linked for it.

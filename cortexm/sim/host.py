@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
-from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, run_process
 from cortexm.base.targets import Core
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, run_process
 
 # Leaks are not what this looks for: the runner never frees what a run allocates.
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0",

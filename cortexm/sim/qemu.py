@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
+from cortexm.base.targets import CORES, Core
 from cortexm.firmware.tools import INSTALL as INSTALL_HINTS
 from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, SimResult, run_process
-from cortexm.base.targets import CORES, Core
 
 ICOUNT_SHIFT = 6
 INSTALL = INSTALL_HINTS["qemu-system-arm"]

@@ -25,11 +25,11 @@ import logging
 import os
 import sys
 import warnings
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
-from cortexm.base.errors import CortexmError
 from cortexm.base import syntax
+from cortexm.base.errors import CortexmError
 
 PACKAGE = "executorch.backends.cortex_m"
 TREE_SUBDIR = Path("backends") / "cortex_m"
@@ -229,7 +229,7 @@ def _wheel_version() -> str:
         return "(not installed)"
 
 
-@lru_cache(maxsize=None)
+@cache
 def fingerprint(tree: Path | None, helper: Path | None = None) -> str:
     """Digest of the files the lowering reads from backends/cortex_m: the tree's Python and
     operators.yaml, the wheel's files the tree does not shadow, and the CMSIS-NN module

@@ -16,11 +16,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm.base import writes
 from cortexm import sources
-
-from cortexm.sources import nar
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError
+from cortexm.sources import nar
 from cortexm.sources.identity import tree
 
 # $CORTEXM_ARCHIVE_URL, the same template, points at a mirror.

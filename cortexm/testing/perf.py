@@ -86,7 +86,7 @@ def _blame(old: list, new: list, slower: bool) -> str:
     if not old or not new:
         return ""
     if [c[1] for c in old] == [c[1] for c in new]:
-        pairs = [(f"call {n} {op}", before, after) for (_, _, before), (n, op, after) in zip(old, new)]
+        pairs = [(f"call {n} {op}", before, after) for (_, _, before), (n, op, after) in zip(old, new, strict=True)]
     else:
         by_op_old, by_op_new = _by_op(old), _by_op(new)
         pairs = [(f"{op} (all its calls)", by_op_old.get(op, 0), by_op_new.get(op, 0))
