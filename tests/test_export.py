@@ -73,7 +73,8 @@ def test_user_model_file(tmp_path):
     assert result.returncode == 0, result.stderr
     sidecar = json.loads((tmp_path / "out/tiny.json").read_text())
     assert sidecar["source"] == {"file": str(model), "factory": "make"}
-    ops = {c["operator"] for c in json.loads(run_cli("inspect", "--json", str(tmp_path / "out/tiny.pte")).stdout)["methods"][0]["calls"]}
+    ops = {c["operator"]
+           for c in json.loads(run_cli("inspect", "--json", str(tmp_path / "out/tiny.pte")).stdout)["methods"][0]["calls"]}
     assert "cortex_m::quantized_linear.out" in ops
 
 

@@ -97,7 +97,8 @@ def temporary_folder_of_a_killed_run(lab):
     _test_relu(lab)
     left = dead.exists()
     shutil.rmtree(dead, ignore_errors=True)
-    return "cortexm test -k relu, with .tmp-<dead pid>-* in the export cache", "the dead run's folder is still there" if left else None
+    return ("cortexm test -k relu, with .tmp-<dead pid>-* in the export cache",
+            "the dead run's folder is still there" if left else None)
 
 
 def _built_m7(lab) -> tuple[Result, Path | None]:

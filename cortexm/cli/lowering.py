@@ -148,7 +148,8 @@ def _say_semantic(semantic: dict | None) -> None:
 @click.command()
 @click.argument("models", nargs=-1)
 @targets_option(multiple=True, help_text="Core(s) to lower for (repeatable).")
-@click.option("--all", "all_cases", is_flag=True, help="Every case `cortexm test` runs by default (built-in and the default grid).")
+@click.option("--all", "all_cases", is_flag=True,
+              help="Every case `cortexm test` runs by default (built-in and the default grid).")
 @click.option("--goldens", type=click.Path(file_okay=False), help="Compare with DIR/<core>/<case>.txt.")
 @click.option("--update-goldens", is_flag=True, help="Write the goldens instead of comparing.")
 @click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)

@@ -142,7 +142,8 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @click.option("--scope", "scope", multiple=True, metavar="KEY=VALUES",
               help="With --grid exhaustive: a dimension's values in every scope that has it, e.g. spatial=1..6, "
                    "channels=1..17, data=bounds (repeatable).")
-@click.option("--goldens", type=click.Path(file_okay=False), help="Dialect goldens folder (default: the checkout's tests/goldens).")
+@click.option("--goldens", type=click.Path(file_okay=False),
+              help="Dialect goldens folder (default: the checkout's tests/goldens).")
 @click.option("--library", "library_path", help="Kernel library to verify against (default: the runner's own registration).")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report here.")
@@ -192,7 +193,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     threshold = perf.parse_threshold(max_slowdown)
     earlier = perf.load_baseline(baseline) if baseline else None
     coverage_out = manifest.OwnedFolder(Path(coverage_dir), ".cortexm-coverage.json", "--coverage folder", False,
-                                        "choose another --coverage folder", outputs=("cortex-*/*", "host/*"), offers_force=False) \
+                                        "choose another --coverage folder", outputs=("cortex-*/*", "host/*"),
+                                        offers_force=False) \
         if coverage_dir else None
     for pte in ptes:
         _given_name(Path(pte))
@@ -443,7 +445,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
 @click.option("--cmsis-nn-src")
 @timeout_option
 @shard_option
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the samples' results as a `test --json` report.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the samples' results as a `test --json` report.")
 def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src, timeout, shard,
           json_path) -> int:
     """Seeded random samples of OP's parameters, checked against the reference and across cores.

@@ -145,7 +145,8 @@ class ValueSite:
             return f"{c[0]:,} values, {c[1]:,} rounded up, half steps +{c[2]:,} -{c[3]:,}"
         if self.kind in CHOICES:
             return f"{c[0]:,} calls, b {CHOICES[self.kind]} a in {c[1]:,}"
-        return f"{c[0]:,} vectors, lanes {'raised' if self.kind == 'lower clamp' else 'lowered'} " + " ".join(f"{n:,}" for n in c[1:])
+        lanes = "raised" if self.kind == "lower clamp" else "lowered"
+        return f"{c[0]:,} vectors, lanes {lanes} " + " ".join(f"{n:,}" for n in c[1:])
 
 
 def values(runner, out_dir: Path) -> list[ValueSite]:

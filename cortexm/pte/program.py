@@ -106,7 +106,8 @@ class TensorValue:
 
     def describe(self) -> str:
         shape = ",".join(str(s) for s in self.sizes)
-        order = "" if self.dim_order == tuple(range(len(self.sizes))) else " channels_last" if self.is_channels_last else f" dim_order={list(self.dim_order)}"
+        contiguous = self.dim_order == tuple(range(len(self.sizes)))
+        order = "" if contiguous else " channels_last" if self.is_channels_last else f" dim_order={list(self.dim_order)}"
         return f"{self.dtype}[{shape}]{order}"
 
 

@@ -176,7 +176,8 @@ class _Search:
         self.bounds = []  # U's regions, and for each i the bytes of needs i.. that only U may hold less U's size
         for union in sorted(unions):
             inside = [k for k in range(len(regions)) if union >> k & 1]
-            only = [size if all(union >> k & 1 for k in allowed) else 0 for size, allowed in zip(self.sizes, self.allowed, strict=True)]
+            only = [size if all(union >> k & 1 for k in allowed) else 0
+                    for size, allowed in zip(self.sizes, self.allowed, strict=True)]
             excess = list(accumulate(reversed(only), initial=-sum(self.capacity[k] for k in inside)))[::-1]
             self.bounds.append((inside, excess))
         self.budget = steps

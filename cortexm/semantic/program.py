@@ -51,7 +51,7 @@ def _load(bundle, name: str):
     quiet_lowering_imports()
     try:
         return pt2.load(data).module()
-    except Exception as e:  # noqa: BLE001 - torch raises whatever its deserializer meets
+    except Exception as e:  # torch raises whatever its deserializer meets
         raise CortexmError(f"{name}: not a model torch can load ({type(e).__name__}); export the model again") from None
 
 

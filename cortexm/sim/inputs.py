@@ -229,7 +229,8 @@ def _layout(values: np.ndarray, value, what: str) -> bytes:
         changed = cast.astype(np.float64) != values.astype(np.float64)
         if changed.any():
             first = values.flat[int(np.argmax(changed))]
-            hint = " (it wants quantized values)" if values.dtype.kind == "f" and value.dtype in ("int8", "uint8", "int16") else ""
+            wants_quantized = values.dtype.kind == "f" and value.dtype in ("int8", "uint8", "int16")
+            hint = " (it wants quantized values)" if wants_quantized else ""
             raise CortexmError(f"{what}: {first!r} does not fit the input's {value.dtype}{hint}")
     return to_raw(cast.reshape(sizes), list(value.dim_order))
 

@@ -123,7 +123,8 @@ def run_pte(
         # The sidecar's references are for its example inputs: both are computed again for these.
         from cortexm.semantic.program import references as references_for
 
-        logical = [from_raw(data, plan.values[index], f"input {k}") for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs, strict=True))]
+        logical = [from_raw(data, plan.values[index], f"input {k}")
+                   for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs, strict=True))]
         references, semantic = references_for(bundle, plan, logical, core.backend)
     elif sidecar and all(bundle.has(name) for name in bundle.names("references")):
         references, semantic = reference_outputs(bundle), sidecar.semantic
@@ -138,7 +139,8 @@ def run_pte(
 
         raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): "
                        f"{failure_line(result, plan, sidecar, core)}", result)
-    outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs, strict=False))]
+    outputs = [from_raw(data, plan.values[index], f"output {k}")
+               for k, (data, index) in enumerate(zip(raw, plan.outputs, strict=False))]
 
     run = RunResult(pte, core, simulator.name, runner, outputs, result, semantic=semantic)
     mismatch = core_mismatch(bundle, core)

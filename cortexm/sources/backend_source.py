@@ -91,7 +91,8 @@ def _wheel_backend() -> Path | None:
 def tree_backend(tree: Path) -> Path:
     folder = Path(tree) / TREE_SUBDIR
     if not (folder / "passes" / "cortex_m_pass_manager.py").is_file():
-        raise CortexmError(f"{tree}: no {TREE_SUBDIR}/passes/cortex_m_pass_manager.py, not an ExecuTorch tree with the cortex_m backend")
+        raise CortexmError(f"{tree}: no {TREE_SUBDIR}/passes/cortex_m_pass_manager.py, not an ExecuTorch tree with the cortex_m "
+                           "backend")
     return folder
 
 

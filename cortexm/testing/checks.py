@@ -57,7 +57,8 @@ def expect(result: CaseResult, known: tuple) -> None:
         else:
             explaining = next(d for d in known if d.explains(*result.failures[0]))
             result.status = Status.XFAIL
-            result.reason = explaining.reason if explaining.name == explaining.reason else f"{explaining.name}: {explaining.reason}"
+            result.reason = (explaining.reason if explaining.name == explaining.reason
+                             else f"{explaining.name}: {explaining.reason}")
     elif result.status in (Status.PASS, Status.NOT_RUN) and any(d.observable(set(result.stages)) for d in known):
         result.status = Status.XPASS
         result.reason = (f"expected to fail ({known[0].name}) but passed: the defect looks fixed "

@@ -91,7 +91,8 @@ def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, rea
         core = targets.core(core_name)
         # A failure is returned as its message; check() decides whether it was expected.
         try:
-            results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path, core=core: write(core, path), entry_key,
+            results[core_name] = (True, str(cache.store(case, core_name, layout, cf,
+                                                        lambda path, core=core: write(core, path), entry_key,
                                                         evaluation[1] if evaluation else None, facts)))
         except (StorageError, InputsChanged):
             raise  # the disk or an edit, not the case: the run stops
