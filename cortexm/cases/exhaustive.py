@@ -40,9 +40,12 @@ from __future__ import annotations
 import itertools
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortexm.base.errors import CortexmError
+
+if TYPE_CHECKING:
+    import torch
 
 Params = dict[str, Any]
 PACK_INPUTS = 16  # kernels/runner/runner.cpp: kMaxInputs and kMaxOutputs
@@ -172,7 +175,7 @@ def _values(item: str, text: str) -> list:
             raise CortexmError(f"--scope {item!r}: a range is LOW..HIGH, two integers at most 256 apart")
         return list(range(int(lo), int(hi) + 1))
     words = [w.strip() for w in text.split(",") if w.strip()]
-    values = []
+    values: list[int | bool | str] = []
     for word in words:
         if word.lstrip("-").isdigit():
             values.append(int(word))
@@ -264,7 +267,9 @@ def build_pack(op: str, branches: list[Params]) -> tuple:
     from cortexm.cases.data import CALIBRATION_SAMPLES, like
     from cortexm.cases.ops import Pack
 
-    modules, inputs, calibration = [], [], [[] for _ in range(CALIBRATION_SAMPLES)]
+    modules: list[nn.Module] = []
+    inputs: list[torch.Tensor] = []
+    calibration: list[list[torch.Tensor]] = [[] for _ in range(CALIBRATION_SAMPLES)]
     for params in branches:
         module, xs = space.build_sample(op, params)
         modules.append(module)

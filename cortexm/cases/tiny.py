@@ -186,7 +186,9 @@ def _rgb(size: int) -> torch.Tensor:
 
 def _classifier_case(module: nn.Module, draw) -> tuple:
     module = _trained_like(module, draw)
-    example = _confident(module, module.classifier, draw)
+    classifier = module.classifier
+    assert isinstance(classifier, nn.Linear)  # every classifier case ends in one
+    example = _confident(module, classifier, draw)
     return module, (example,), [(example,)] + [(draw(),) for _ in range(CALIBRATION - 1)]
 
 

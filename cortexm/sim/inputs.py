@@ -175,7 +175,8 @@ def c_arrays(text: str) -> Iterator[CArray]:
 
 def c_array(path: Path, name: str | None = None) -> np.ndarray:
     """The numbers of one array initialised in a C/C++ file (the only one, or `name`), flat."""
-    arrays, conditional = {}, set()
+    arrays: dict[str, tuple[type | None, str]] = {}
+    conditional: set[str] = set()
     for array in c_arrays(path.read_text(errors="replace")):
         if (array.ctype in _C_TYPES or array.ctype.startswith("unsigned")) and not array.strings:
             arrays.setdefault(array.name, (_C_TYPES.get(array.ctype), array.body))

@@ -76,9 +76,10 @@ class RunResult:
     @property
     def within_tolerance(self) -> bool | None:
         """All outputs within the sidecar's qtol of the reference (None: nothing to compare)."""
-        if not self.diffs or self.qtol is None:
+        worst = self.max_diff_lsb
+        if worst is None or self.qtol is None:
             return None
-        return self.max_diff_lsb <= self.qtol
+        return worst <= self.qtol
 
     @property
     def means_the_model(self) -> bool | None:
@@ -146,7 +147,7 @@ def run_pte(
     mismatch = core_mismatch(bundle, core)
     if mismatch:
         run.warnings.append(mismatch)
-    if references is not None:
+    if references is not None and sidecar is not None:  # references come from the sidecar
         run.qtol = sidecar.qtol
         run.diffs = [compare(out, ref, entry, k)
                      for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar.outputs, strict=False))]
