@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutants import default_work, prepare_work  # noqa: E402 - the same working copy as the mutation benchmark
+from mutants import default_work, prepare_work  # the same working copy as the mutation benchmark
 
 PY_EDIT = "backends/cortex_m/passes/aten_to_cortex_m_pass.py"
 CPP_EDIT = "backends/cortex_m/ops/op_quantized_conv2d.cpp"

@@ -95,7 +95,7 @@ class Mutant:
         return TREE_OF[self.kind]
 
     @classmethod
-    def load(cls, patch: Path) -> "Mutant":
+    def load(cls, patch: Path) -> Mutant:
         text = patch.read_text()
         header = dict(re.findall(r"^# (\w+): (.*)$", text.split("\ndiff ", 1)[0], re.M))
         files = re.findall(r"^\+\+\+ b/(\S+)", text, re.M)
@@ -439,7 +439,8 @@ def main() -> None:
     parser.add_argument("--cmsis-nn-src", help="CMSIS-NN tree for the runner build (default: as cortexm finds it); "
                                                "the cmsis_nn mutants mutate a copy of it")
     parser.add_argument("-t", "--target", action="append", help="core (repeatable; default cortex-m7 and cortex-m55)")
-    parser.add_argument("--only", help="only mutants whose name (e.g. cpp/01-conv2d-...) contains this (or one of these, comma-separated)")
+    parser.add_argument("--only", help="only mutants whose name (e.g. cpp/01-conv2d-...) contains this (or one of these, "
+                                       "comma-separated)")
     parser.add_argument("--kind", choices=KINDS)
     parser.add_argument("--work", type=Path, help="the working copy (default: $XDG_CACHE_HOME/cortexm/mutants/work)")
     parser.add_argument("--json", type=Path, help="write the results here")

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from cortexm.checking.macs import MAC_LIMIT as LIMIT  # instructions per int8 MAC at the best MAC instruction
 
-
 STAGES = ("build", "export", "dialect", "verify", "run")
 
 
@@ -37,8 +36,8 @@ def run_once(core_name, pattern, jobs, exports, builds, efficiency=False):
     wall, stage seconds, statuses, programs, and with `efficiency` the MAC efficiency rows."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     started = time.perf_counter()
-    from cortexm.lowering import source
     from cortexm.base.targets import core as core_named
+    from cortexm.lowering import source
     from cortexm.testing import app, cache, simulate
 
     core = core_named(core_name)

@@ -58,7 +58,7 @@ def main() -> None:
     for (op, core), row in sorted(table.items()):
         hist, n = row["histogram"], max(row["elements"], 1)
         more = sum(c for k, c in hist.items() if k not in ("0", "1", "2"))
-        share = lambda c: f"{100 * c / n:.2f} %"  # noqa: E731
+        share = lambda c, n=n: f"{100 * c / n:.2f} %"  # noqa: E731
         rows.append([op.removeprefix("cortex_m::"), core, row["points"], row["elements"], share(hist.get("0", 0)),
                      share(hist.get("1", 0)), share(hist.get("2", 0)), share(more), f"{row['max']:g}",
                      allowed(op, core), ", ".join(sorted(set(row["over"]))[:4]) or "-"])
@@ -68,9 +68,9 @@ def main() -> None:
         for r in rows:
             print("| " + " | ".join(str(c) for c in r) + " |")
     else:
-        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
         for r in [header, *rows]:
-            print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+            print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
 if __name__ == "__main__":

@@ -63,8 +63,8 @@ def exported():
     export cache; a failed export raises its CortexmError. `case`: a built-in case, or a test's
     own model as FILE.py:FACTORY (keyed by the file's content, as a user's case file is)."""
     from cortexm.base import targets
-    from cortexm.lowering import export, modelsource, writer
     from cortexm.base.errors import CortexmError
+    from cortexm.lowering import export, modelsource, writer
     from cortexm.testing import cache
 
     def get(case: str, core: str, layout: str = "legacy") -> Path:

@@ -32,9 +32,9 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 # Cases mutated: cortex_m calls with and without scratch, lists of ints, an MVE lowering,
 # and a program planned one tensor per buffer (many memory ids and offsets).
@@ -178,7 +178,8 @@ def _edits(program, rng: random.Random) -> list[tuple[str, Callable[[], None]]]:
         edits.append((f"value {k} gains a dimension of size {size}",
                        lambda: (t.sizes.append(size), t.dim_order.append(len(t.dim_order)))))
         if t.sizes:
-            edits.append((f"value {k} loses its last dimension", lambda: (t.sizes.pop(), t.dim_order.remove(len(t.dim_order) - 1))))
+            edits.append((f"value {k} loses its last dimension",
+                          lambda: (t.sizes.pop(), t.dim_order.remove(len(t.dim_order) - 1))))
         if t.allocation_info is not None:
             edits.append((f"value {k} loses its memory plan", lambda: setattr(t, "allocation_info", None)))
         else:
@@ -218,7 +219,7 @@ def mutate_fields(data: bytes, rng: random.Random) -> tuple[bytes, str] | None:
 
     try:
         return rewrite(data, edit), done[0]
-    except Exception:  # noqa: BLE001 - a value the serializer cannot write: mutate the bytes instead
+    except Exception:  # a value the serializer cannot write: mutate the bytes instead
         return None
 
 
@@ -256,7 +257,8 @@ def runtime_verdict(elf: Path, pte: Path, timeout: float = 20) -> Verdict:
         return Verdict(True, "I loaded")
     failure = next((l for l in lines if l.startswith(("E ", "F ")) and not l.startswith("E [")), None) or next(
         (l for l in lines if l.startswith(("E ", "F "))), None)
-    return Verdict(False, failure or f"exit status {done.returncode}, no E line ({(done.stderr.strip().splitlines() or [''])[-1]})")
+    return Verdict(False, failure
+                   or f"exit status {done.returncode}, no E line ({(done.stderr.strip().splitlines() or [''])[-1]})")
 
 
 def sanitizer_report(output: str) -> str | None:
@@ -284,7 +286,7 @@ def verify_verdict(pte: Path, library, target) -> Verdict:
     except CortexmError as e:
         crash = f"a multi-line error: {e!r}" if "\n" in str(e) else None
         return Verdict(False, f"error: {e}", crash=crash)
-    except Exception as e:  # noqa: BLE001 - what the test is for
+    except Exception as e:  # what the test is for
         where = traceback.extract_tb(e.__traceback__)[-1]
         return Verdict(False, f"{type(e).__name__}: {e}", crash=f"{type(e).__name__}: {e} ({where.filename}:{where.lineno})")
     lines = [f.line() for f in findings]
@@ -390,15 +392,16 @@ def run_corpus(sources: list[tuple[str, Path]], count: int, seed: int, elf: Path
 def _export(case: str, core: str) -> Path:
     """The case's .pte through the test app's export cache (the user's, for this script)."""
     from cortexm.base import targets
-    from cortexm.lowering import export, modelsource, writer
     from cortexm.base.errors import CortexmError
+    from cortexm.lowering import export, modelsource, writer
     from cortexm.testing import cache
 
     hit = cache.lookup(case, core, "legacy")
     if isinstance(hit, str):
         raise CortexmError(hit)
     return hit or cache.store(case, core, "legacy", None,
-                              lambda path: writer.write(export.export(modelsource.load(case), targets.core(core), "legacy"), path))
+                              lambda path: writer.write(export.export(modelsource.load(case), targets.core(core), "legacy"),
+                                                        path))
 
 
 def sources_for(exported, cases=CASES) -> tuple[list[tuple[str, Path]], dict]:

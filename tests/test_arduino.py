@@ -17,8 +17,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import MISSING, run_cli
 
+from conftest import MISSING, run_cli
 from cortexm import sources
 from cortexm.arduino import lint
 from cortexm.arduino.examples import model_from_header, shipped_inputs
@@ -257,10 +257,10 @@ def test_compiles_for_the_uno_q_core(library):
 
 
 def test_examples_run_on_qemu_m33_and_match_the_python_reference(library, tmp_path):
-    from cortexm.pte import load
     from cortexm.oracle.reference import evaluate, output_scales
-    from cortexm.sim.run import RunError, run_pte
+    from cortexm.pte import load
     from cortexm.pte.tensors import compare, logical
+    from cortexm.sim.run import RunError, run_pte
 
     if MISSING:
         pytest.skip(f"QEMU runs need: {MISSING}")

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MISSING, REPO, session_folder
 from cortexm import sources
 from cortexm.base.targets import core
 from cortexm.checking import arguments
 from cortexm.checking.arguments import Call, Dims, Pair
-
-from conftest import MISSING, REPO, session_folder
 
 PROBE = REPO / "tests" / "argument_probe"
 PROBE_CORES = ("cortex-m55", "cortex-m7", "cortex-m3")  # MVE, DSP, scalar

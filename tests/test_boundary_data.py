@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from cortexm.cases import data, solve
-from cortexm.oracle import KERNELS, Tensor
-from cortexm.oracle import fixedpoint
+from cortexm.oracle import KERNELS, Tensor, fixedpoint
 from cortexm.oracle.tensor import CHANNELS_LAST, contiguous
 
 SEED = 20261201
@@ -32,7 +31,7 @@ def test_square_places_every_pair_of_int8_values():
     template = torch.zeros(256, 256)
     pair = [_quantized(data.craft("square", template, 0.02, -3, -128, 127, seed=1, index=k), 0.02, -3).reshape(-1)
             for k in (0, 1)]
-    assert len(set(zip(pair[0].tolist(), pair[1].tolist()))) == 256 * 256
+    assert len(set(zip(pair[0].tolist(), pair[1].tolist(), strict=True))) == 256 * 256
 
 
 def test_extremes_put_whole_windows_at_each_bound():
@@ -144,7 +143,7 @@ def test_bounds_go_beyond_each_bound_at_every_pixel_position_in_every_channel_la
     assert met["met"] == met["targets"], met
     wide = _outputs(op, dict(args, activation_min=-128, activation_max=127), out, solved).reshape(16, 64)
     for beyond in (wide > args["activation_max"], wide < args["activation_min"]):
-        met_at = {(c % 4, p % 4) for c, p in zip(*np.nonzero(beyond))}
+        met_at = {(c % 4, p % 4) for c, p in zip(*np.nonzero(beyond), strict=True)}
         assert met_at == {(lane, position) for lane in range(4) for position in range(4)}, sorted(met_at)
 
 

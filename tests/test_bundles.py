@@ -96,17 +96,20 @@ def test_a_saved_model_of_cortexm_is_data(exported):
 
 @pytest.mark.parametrize("what, craft", [
     ("pickled", lambda data, tmp: _pickled_weight(data, tmp / "marker")),
-    ("sample inputs (a pickle)", lambda data, tmp: _with_records(data, {"archive/data/sample_inputs/model.pt": pickle.dumps((1,))})),
+    ("sample inputs (a pickle)",
+     lambda data, tmp: _with_records(data, {"archive/data/sample_inputs/model.pt": pickle.dumps((1,))})),
     ("guard code", lambda data, tmp: _model_json(data, lambda m: m.update(guards_code=["__import__('os').getpid()"]))),
     ("not a tensor operator", lambda data, tmp: _model_json(
         data, lambda m: m["graph_module"]["graph"]["nodes"][0].update(target="torch.os.system"))),
     ("symbolic size", lambda data, tmp: _model_json(
         data, lambda m: next(iter(m["graph_module"]["graph"]["tensor_values"].values()))["sizes"].__setitem__(
             0, {"as_expr": {"expr_str": "__import__('os').getpid()"}}))),
-    ("not one cortexm's exports write", lambda data, tmp: _with_records(data, {"archive/data/aotinductor/model/m.so": b"\x7fELF"})),
+    ("not one cortexm's exports write",
+     lambda data, tmp: _with_records(data, {"archive/data/aotinductor/model/m.so": b"\x7fELF"})),
     ("is compressed", lambda data, tmp: _recompressed(data)),
     ("takes custom obj", lambda data, tmp: _model_json(
-        data, lambda m: m["graph_module"]["graph"]["nodes"][0]["inputs"][0].update(arg={"as_custom_obj": {"name": "x", "class_fqn": "os.system"}}))),
+        data, lambda m: m["graph_module"]["graph"]["nodes"][0]["inputs"][0].update(
+            arg={"as_custom_obj": {"name": "x", "class_fqn": "os.system"}}))),
 ])
 def test_a_saved_model_holding_more_than_data_is_refused(exported, tmp_path, what, craft):
     from cortexm.pte import pt2
@@ -137,7 +140,8 @@ def test_a_deep_or_huge_model_record_is_refused_in_linear_time(tmp_path):
 def _minimal_archive() -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        for name, content in (("archive/archive_format", b"pt2"), ("archive/data/weights/model_weights_config.json", b'{"config": {}}'),
+        for name, content in (("archive/archive_format", b"pt2"),
+                              ("archive/data/weights/model_weights_config.json", b'{"config": {}}'),
                               ("archive/data/constants/model_constants_config.json", b'{"config": {}}')):
             z.writestr(name, content)
     return out.getvalue()

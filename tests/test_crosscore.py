@@ -18,8 +18,8 @@ PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "off_by_one_con
 def test_off_by_one_kernel_is_caught_by_the_reference_and_across_cores(runners):
     """An M7 runner whose CMSIS-NN conv is off by one step on one element fails the 0-LSB
     comparison with the integer reference, and the same case on the M55 disagrees with it."""
-    from cortexm.firmware import BuildOptions, build_runner
     from cortexm.base.targets import core
+    from cortexm.firmware import BuildOptions, build_runner
     from cortexm.testing.simulate import RunnerSimulator, simulators
 
     m7, m55 = core("cortex-m7"), core("cortex-m55")

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from conftest import MISSING, run_cli
-
 from cortexm.checking import constants, lowering
 from cortexm.pte import load, parse
 
@@ -109,9 +108,10 @@ def test_the_drawn_inputs_are_the_calibration_samples_then_points_between_them()
 
     calibration = [(torch.full((2, 3), float(k)),) for k in range(4)]
     drawn = accuracy.draw(calibration, "case")
-    assert len(drawn) == accuracy.SAMPLES and all(torch.equal(a[0], b[0]) for a, b in zip(drawn, calibration))
+    assert len(drawn) == accuracy.SAMPLES and all(torch.equal(a[0], b[0]) for a, b in zip(drawn, calibration, strict=False))
     assert all(0 <= float(d[0].min()) and float(d[0].max()) <= 3 for d in drawn[4:])
-    assert all(torch.equal(a[0], b[0]) for a, b in zip(drawn, accuracy.draw(calibration, "case")))  # the same every run
+    again = accuracy.draw(calibration, "case")
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(drawn, again, strict=True))  # the same every run
 
 
 def test_the_floor_falls_with_the_number_of_quantization_stages():

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from cortexm.lowering import dialect
-from cortexm.cases import all_cases
-
 from conftest import GOLDENS
+from cortexm.cases import all_cases
+from cortexm.lowering import dialect
 
 CORES = ["cortex-m7", "cortex-m55"]
 

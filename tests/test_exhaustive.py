@@ -9,10 +9,9 @@ import json
 import numpy as np
 import pytest
 
+from conftest import MISSING, run_cli
 from cortexm.base.errors import CortexmError
 from cortexm.cases import exhaustive, space
-
-from conftest import MISSING, run_cli
 
 SMALL = ("features_in=3..4", "features_out=2..3", "batch=1", "data=bounds")  # 4 linear cases
 

@@ -7,9 +7,8 @@ import json
 
 import numpy as np
 
-from cortexm.pte import load
-
 from conftest import run_cli
+from cortexm.pte import load
 
 
 def test_bundle_matches_program(exported):
@@ -21,7 +20,7 @@ def test_bundle_matches_program(exported):
     assert sidecar["executorch"]["git_version"]
     for entries, indices, key in ((sidecar["inputs"], plan.inputs, "file"), (sidecar["outputs"], plan.outputs, "reference")):
         assert len(entries) == len(indices)
-        for entry, index in zip(entries, indices):
+        for entry, index in zip(entries, indices, strict=True):
             tensor = plan.values[index]
             assert entry["shape"] == list(tensor.sizes) and entry["dim_order"] == list(tensor.dim_order)
             assert (pte.parent / entry[key]).stat().st_size == tensor.nbytes
@@ -74,7 +73,8 @@ def test_user_model_file(tmp_path):
     assert result.returncode == 0, result.stderr
     sidecar = json.loads((tmp_path / "out/tiny.json").read_text())
     assert sidecar["source"] == {"file": str(model), "factory": "make"}
-    ops = {c["operator"] for c in json.loads(run_cli("inspect", "--json", str(tmp_path / "out/tiny.pte")).stdout)["methods"][0]["calls"]}
+    ops = {c["operator"]
+           for c in json.loads(run_cli("inspect", "--json", str(tmp_path / "out/tiny.pte")).stdout)["methods"][0]["calls"]}
     assert "cortex_m::quantized_linear.out" in ops
 
 

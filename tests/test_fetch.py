@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import sources
-
-from cortexm.sources import nar, pins, trees
-
 from conftest import run_cli
+from cortexm import sources
+from cortexm.sources import nar, pins, trees
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 
@@ -37,7 +35,7 @@ def _archive(tmp_path: Path, content: bytes = b"int x;\n") -> tuple[bytes, str]:
 class _Server(http.server.BaseHTTPRequestHandler):
     routes: dict[str, tuple[bytes, int | None]] = {}  # path -> (body, Content-Length to claim)
 
-    def do_GET(self):  # noqa: N802 - the handler's API
+    def do_GET(self):  # the handler's API
         body, length = self.routes.get(self.path, (b"", None))
         if not body:
             self.send_error(404)

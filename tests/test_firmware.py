@@ -22,12 +22,11 @@ import time
 import pytest
 
 from conftest import MISSING, run_cli
-
 from cortexm.base.errors import CortexmError
+from cortexm.base.targets import core
 from cortexm.firmware import BuildOptions, build_runner, model_ops, suite_ops
 from cortexm.firmware.tools import toolchain_prefix
 from cortexm.sim.run import RunError, run_pte
-from cortexm.base.targets import core
 
 needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
 
@@ -150,8 +149,8 @@ def test_whole_suite_within_each_cases_tolerance(runners, name):
 
 @needs_firmware
 def test_m55_runner_on_the_m7_machine_fails_clearly(runners, exported, tmp_path):
-    from cortexm.sim.run import execute
     from cortexm.sim import get
+    from cortexm.sim.run import execute
 
     result, outputs = execute(exported("conv2d", "cortex-m7"), core("cortex-m7"), get("qemu"), runners["cortex-m55"],
                               workdir=tmp_path)
@@ -324,8 +323,8 @@ def test_the_cache_key_follows_content_not_location(runners, monkeypatch, tmp_pa
 def test_a_command_line_that_does_not_fit_is_refused_not_cut(runners, exported, tmp_path):
     """Words past the runner's limit were dropped, so a packed program's memory-oracle run lost
     its last option's value; now the runner refuses the whole line."""
-    from cortexm.sim.run import execute
     from cortexm.sim import get
+    from cortexm.sim.run import execute
 
     result, outputs = execute(exported("conv2d", "cortex-m7"), core("cortex-m7"), get("qemu"), runners["cortex-m7"],
                               workdir=tmp_path, extra_args=tuple(f"--word-{k}" for k in range(64)))

@@ -22,11 +22,11 @@ def _fewest_left_out(needs: list[fit.Need], profile: fit.Profile) -> int:
     fewest = sum(n.nbytes for n in needs)
     for choice in itertools.product(*options):
         loads = [0] * len(capacity)
-        for need, k in zip(needs, choice):
+        for need, k in zip(needs, choice, strict=True):
             if k is not None:
                 loads[k] += need.nbytes
-        if all(load <= size for load, size in zip(loads, capacity)):
-            fewest = min(fewest, sum(n.nbytes for n, k in zip(needs, choice) if k is None))
+        if all(load <= size for load, size in zip(loads, capacity, strict=True)):
+            fewest = min(fewest, sum(n.nbytes for n, k in zip(needs, choice, strict=True) if k is None))
     return fewest
 
 

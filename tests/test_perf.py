@@ -29,7 +29,8 @@ def _report(*results) -> dict:
 def test_a_slowdown_names_the_call_that_grew_and_fails():
     base = _report(_result())
     slower = _result(instructions=1300, calls=[[1, "cortex_m::quantize_per_tensor", 100],
-                                               [2, "cortex_m::quantized_conv2d", 1100], [3, "cortex_m::dequantize_per_tensor", 100]])
+                                               [2, "cortex_m::quantized_conv2d", 1100],
+                                               [3, "cortex_m::dequantize_per_tensor", 100]])
     [change] = perf.gate([slower], base, 0.05)
     assert change.failed and slower.status == perf.SLOWER and slower.failed
     assert change.line == ("SLOWER c cortex-m7: 1,000 -> 1,300 instructions (+30.0%); most in call 2 "
@@ -39,7 +40,8 @@ def test_a_slowdown_names_the_call_that_grew_and_fails():
 def test_a_speedup_is_reported_not_failed_and_small_changes_are_quiet():
     base = _report(_result())
     faster = _result(instructions=900, calls=[[1, "cortex_m::quantize_per_tensor", 100],
-                                              [2, "cortex_m::quantized_conv2d", 700], [3, "cortex_m::dequantize_per_tensor", 100]])
+                                              [2, "cortex_m::quantized_conv2d", 700],
+                                              [3, "cortex_m::dequantize_per_tensor", 100]])
     [change] = perf.gate([faster], base, 0.05)
     assert not change.failed and faster.status == perf.FASTER and not faster.failed
     assert "most in call 2 cortex_m::quantized_conv2d: 800 -> 700" in change.line
@@ -49,7 +51,8 @@ def test_a_speedup_is_reported_not_failed_and_small_changes_are_quiet():
 def test_a_changed_program_is_blamed_by_operator():
     base = _report(_result())
     other = _result(instructions=2000, calls=[[1, "cortex_m::quantize_per_tensor", 100], [2, "cortex_m::pad", 300],
-                                              [3, "cortex_m::quantized_conv2d", 1500], [4, "cortex_m::dequantize_per_tensor", 100]])
+                                              [3, "cortex_m::quantized_conv2d", 1500],
+                                              [4, "cortex_m::dequantize_per_tensor", 100]])
     [change] = perf.gate([other], base, 0.05)
     assert "most in cortex_m::quantized_conv2d (all its calls): 800 -> 1,500" in change.line
 

@@ -9,11 +9,10 @@ import subprocess
 import pytest
 
 from cortexm import sources
-
-from cortexm.sources import nar, pins
 from cortexm.base.errors import CortexmError
-from cortexm.sources.backend_source import upstream_backend
 from cortexm.base.targets import CORES, core
+from cortexm.sources import nar, pins
+from cortexm.sources.backend_source import upstream_backend
 
 
 def _hashed_entries(data, path=()):
@@ -92,7 +91,8 @@ def test_nar_hash_agrees_with_nix(tmp_path):
     (tmp_path / "tree" / "sub" / "run.sh").chmod(0o755)
     (tmp_path / "tree" / "link").symlink_to("a.txt")
     (tmp_path / "tree" / "empty").write_bytes(b"")
-    hex_digest = subprocess.run([nix_hash, "--type", "sha256", str(tmp_path / "tree")], capture_output=True, text=True, check=True).stdout.strip()
+    hex_digest = subprocess.run([nix_hash, "--type", "sha256", str(tmp_path / "tree")], capture_output=True, text=True,
+                                check=True).stdout.strip()
     import base64
 
     assert nar.nar_hash(tmp_path / "tree") == "sha256-" + base64.b64encode(bytes.fromhex(hex_digest)).decode()

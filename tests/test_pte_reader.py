@@ -26,12 +26,12 @@ def test_reader_agrees_with_executorch_deserializer(exported, case):
     assert [(o.name, o.overload) for o in ours.operators] == [(o.name, o.overload) for o in theirs.operators]
     their_calls = [i.instr_args for i in theirs.chains[0].instructions]
     assert len(ours.instructions) == len(their_calls)
-    for mine, their in zip(ours.instructions, their_calls):
+    for mine, their in zip(ours.instructions, their_calls, strict=True):
         assert isinstance(mine, KernelCall)
         assert (mine.op_index, list(mine.args)) == (their.op_index, list(their.args))
     assert list(ours.non_const_buffer_sizes) == list(theirs.non_const_buffer_sizes)
     assert (list(ours.inputs), list(ours.outputs)) == (list(theirs.inputs), list(theirs.outputs))
-    for mine, their in zip(ours.values, theirs.values):
+    for mine, their in zip(ours.values, theirs.values, strict=True):
         val = their.val
         if isinstance(mine, TensorValue):
             assert list(mine.sizes) == list(val.sizes)

@@ -220,7 +220,11 @@ def test_example_inputs_placed_outside_the_range_on_purpose_are_measured_not_jud
               "evaluation": {**low, "name": "set.npz"}}
     judged = realinputs.failures(record, "uniform")
     assert [line.split(":")[0] for line in judged] == [
-        "the calibrated range does not cover the example inputs", "SQNR against the float model 0.1 dB over the example inputs (1 sample), below the floor of 20 dB for its 1 quantization stages",
-        "the calibrated range does not cover the evaluation set set.npz", "SQNR against the float model 0.1 dB over the evaluation set set.npz (1 sample), below the floor of 20 dB for its 1 quantization stages"]
+        "the calibrated range does not cover the example inputs",
+        "SQNR against the float model 0.1 dB over the example inputs (1 sample), below the floor of 20 dB for its 1 "
+        "quantization stages",
+        "the calibrated range does not cover the evaluation set set.npz",
+        "SQNR against the float model 0.1 dB over the evaluation set set.npz (1 sample), below the floor of 20 dB for its 1 "
+        "quantization stages"]
     for data in ("beyond", "saturate", "bounds"):  # cortexm.cases.data: their example inputs leave the range by design
         assert realinputs.failures(record, data) == judged[2:]  # the user's evaluation set is judged whatever the case's data

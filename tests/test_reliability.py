@@ -196,8 +196,8 @@ def test_another_checkout_of_the_project_builds_in_a_folder_of_its_own(runners, 
 
 @needs_firmware
 def test_run_reads_npy_and_c_headers_like_raw_inputs(runners, exported, tmp_path):
-    from cortexm.pte.sidecar import read_sidecar
     from cortexm.pte import load
+    from cortexm.pte.sidecar import read_sidecar
     from cortexm.sim.run import from_raw
 
     pte = exported("conv2d", "cortex-m7")
@@ -208,7 +208,8 @@ def test_run_reads_npy_and_c_headers_like_raw_inputs(runners, exported, tmp_path
     np.save(tmp_path / "x.npy", values)
     ctype = {"float32": "float", "int8": "int8_t"}[str(values.dtype)]
     literals = ", ".join(repr(float(v)) + "f" if ctype == "float" else str(int(v)) for v in values.reshape(-1))
-    (tmp_path / "x.h").write_text(f"// as an Arduino example ships it\nstatic const {ctype} test_input[{values.size}] = {{{literals}}};\n")
+    (tmp_path / "x.h").write_text(f"// as an Arduino example ships it\nstatic const {ctype} test_input[{values.size}] = "
+                                  f"{{{literals}}};\n")
 
     outputs = {}
     for given in (None, tmp_path / "x.npy", tmp_path / "x.h"):
@@ -228,7 +229,8 @@ def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path)
     keep = tmp_path / "keep"
     keep.mkdir()
     (keep / "program.pte").write_text("my notes\n")
-    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "program.pte, which cortexm did not write")
+    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)),
+                           "program.pte, which cortexm did not write")
     assert (keep / "program.pte").read_text() == "my notes\n"
 
     (keep / "program.pte").unlink()
@@ -393,7 +395,8 @@ def test_export_workers_die_with_cortexm(tmp_path, sig):
 
     cases = tmp_path / "slow.py"
     cases.write_text("import time\nimport torch\nfrom cortexm.cases import register\n\n" + "".join(
-        f"@register('slow_{k}', 'a slow build')\ndef _():\n    time.sleep(120)\n    return torch.nn.ReLU(), (torch.rand(1, 8),)\n\n"
+        f"@register('slow_{k}', 'a slow build')\ndef _():\n    time.sleep(120)\n"
+        "    return torch.nn.ReLU(), (torch.rand(1, 8),)\n\n"
         for k in range(4)))
     mark = f"CORTEXM_TEST_MARK={tmp_path.name}-{sig}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1], "CORTEXM_EXPORT_CACHE": str(tmp_path / "exports")}

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import sources
-
-from cortexm.cases import defects
-
 from conftest import in_checkout
+from cortexm import sources
+from cortexm.cases import defects
 
 REPRO = Path(__file__).resolve().parent.parent / "bench" / "repro" / "transpose_conv_row_overrun.c"
 

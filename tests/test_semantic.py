@@ -150,7 +150,7 @@ def test_a_convolution_lowered_with_its_stride_swapped_fails_at_its_call(tmp_pat
         return type(spec)(spec.op, tuple(args), spec.kwargs)
 
     _user_cases(tmp_path, monkeypatch)
-    table = AtenToCortexMPass._DIALECT_SUBSTITUTIONS  # noqa: SLF001 - where the pass looks substitutions up
+    table = AtenToCortexMPass._DIALECT_SUBSTITUTIONS  # where the pass looks substitutions up
     monkeypatch.setitem(table, exir_ops.edge.aten.convolution.default, swapped)
     lines = [line for line, _ in judge.departures(_export("semantic_strided_head").sidecar["semantic"])]
     assert lines[0] == ("call 1 cortex_m::quantized_conv2d (quantize_per_tensor_1: aten.conv2d, aten.relu): "
@@ -175,7 +175,7 @@ def test_an_inverted_permutation_fails_on_the_outputs_shape(monkeypatch):
         perms = list(spec.args[1])
         return type(spec)(spec.op, (spec.args[0], [perms.index(i) for i in range(len(perms))]), spec.kwargs)
 
-    table = AtenToCortexMPass._DIALECT_SUBSTITUTIONS  # noqa: SLF001 - where the pass looks substitutions up
+    table = AtenToCortexMPass._DIALECT_SUBSTITUTIONS  # where the pass looks substitutions up
     monkeypatch.setitem(table, exir_ops.edge.aten.permute_copy.default, inverted)
     result = _export("permute")
     lines = [line for line, _ in judge.departures(result.sidecar["semantic"])]
@@ -250,8 +250,8 @@ def test_custom_inputs_are_judged_by_both_references_on_those_inputs(tmp_path):
     from cortexm.lowering import writer
     from cortexm.pte import load
     from cortexm.pte.bundle import Bundle
-    from cortexm.semantic.program import references
     from cortexm.pte.tensors import reference_outputs
+    from cortexm.semantic.program import references
 
     writer.write(_export("conv2d"), tmp_path / "c.pte")
     bundle = Bundle.open(tmp_path / "c.pte")
@@ -297,7 +297,8 @@ def _requantizing_view(step: float):
     inputs = (torch.linspace(-1, 1, 8).reshape(2, 4),)
     held = torch.round(inputs[0] / 0.02).to(torch.int8)  # the program's quantize, then its view
     out = (held.reshape(4, 2).float() * 0.02).numpy()
-    calls = [Call(0, "cortex_m::quantize_per_tensor", held.numpy(), "q"), Call(1, "cortex_m::dequantize_per_tensor", out, "dq_view")]
+    calls = [Call(0, "cortex_m::quantize_per_tensor", held.numpy(), "q"),
+             Call(1, "cortex_m::dequantize_per_tensor", out, "dq_view")]
     return module, inputs, calls, out
 
 

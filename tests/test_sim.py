@@ -19,8 +19,8 @@ import pytest
 from conftest import run_cli
 from cortexm import sim, sources
 from cortexm.base.errors import CortexmError
-from cortexm.sim.protocol import SimResult
 from cortexm.base.targets import core
+from cortexm.sim.protocol import SimResult
 
 FAKE_FVP = textwrap.dedent("""\
     #!{python}

@@ -31,7 +31,7 @@ def backend_copy(tmp_path):
     """A tree whose backends/cortex_m is a copy of the installed executorch's."""
     from cortexm.sources import backend_source
 
-    wheel = backend_source._wheel_backend()  # noqa: SLF001 - the files the lowering reads
+    wheel = backend_source._wheel_backend()  # the files the lowering reads
     if wheel is None:
         pytest.skip("the executorch wheel has no backends/cortex_m (pip install executorch==1.5.1)")
     shutil.copytree(wheel, tmp_path / "backends" / "cortex_m", ignore=shutil.ignore_patterns("__pycache__", "test"))

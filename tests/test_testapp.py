@@ -48,7 +48,8 @@ def test_reports_and_cache(cache, tmp_path):
     for core in ("cortex-m7", "cortex-m55"):
         # dialect, verify, lowered whole, semantic (with its largest departure in LSB), accuracy, not simulated
         row = next(r for r in results if r["case"] == "avg_pool2d" and r["core"] == core)
-        assert (row["dialect"], row["verify"], row["lowering"], row["semantic"], row["sim"]) == ("ok", "ok", "ok", "ok", "not run")
+        assert (row["dialect"], row["verify"], row["lowering"], row["semantic"], row["sim"]) == \
+            ("ok", "ok", "ok", "ok", "not run")
         assert row["semantic_lsb"] is not None and row["accuracy_db"] > 20 and row["instructions"] is None
 
     again = cortexm_test("-k", "pool", cache=cache)
@@ -108,7 +109,8 @@ def test_program_lowered_for_the_other_core_fails(cache, exported, tmp_path):
     result = cortexm_test("--target", "cortex-m7", "--pte", str(m55), "--junit", str(junit), cache=cache)
     assert result.returncode == 1
     line = re.search(r"^FAIL avg_pool2d cortex-m7: (.*)$", result.stdout, re.M).group(1)
-    assert re.fullmatch(r"FAIL avg_pool2d cortex_m::quantized_avg_pool2d\.out#\d+: scratch 0 B planned, cortex-m7 \(DSP\) needs \d+ B", line)
+    assert re.fullmatch(r"FAIL avg_pool2d cortex_m::quantized_avg_pool2d\.out#\d+: scratch 0 B planned, cortex-m7 \(DSP\) needs "
+                        r"\d+ B", line)
     case = next(iter(next(iter(JUnitXml.fromfile(str(junit))))))
     assert case.result[0].message == line
 
@@ -121,7 +123,8 @@ def test_library_with_a_changed_schema_fails(cache, tmp_path):
     yaml.write_text(original.replace("Tensor input, Tensor lut, *", "Tensor input, Tensor lut, int lut_offset, *"))
     result = cortexm_test("-k", "sigmoid", "--target", "cortex-m7", "--library", str(yaml), cache=cache)
     assert result.returncode == 1
-    assert re.search(r"^FAIL sigmoid cortex-m7: FAIL sigmoid cortex_m::quantized_activation\.out: model supplies 4, library expects 5$",
+    assert re.search(r"^FAIL sigmoid cortex-m7: FAIL sigmoid cortex_m::quantized_activation\.out: model supplies 4, library "
+                     r"expects 5$",
                      result.stdout, re.M), result.stdout
 
 
@@ -146,7 +149,7 @@ def test_known_failures_and_user_case_files(cache, tmp_path):
         ("-", "ok", "ok", "ok", "NOT RUN"), mine
     assert "XPASS my_claimed_broken cortex-m7: expected to fail (pretend defect) but passed" in result.stdout
 
-    for attempt in range(2):
+    for _ in range(2):  # the second run takes the cached failure
         xfail = cortexm_test("-k", "matmul_constant", "--target", "cortex-m55", "--json", str(report), cache=cache)
         assert xfail.returncode == 0
         [row] = [r for r in json.loads(report.read_text())["results"] if r["case"] == "matmul_constant"]

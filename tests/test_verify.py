@@ -8,15 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cortexm import sources
-
-from cortexm.checking import library
-from cortexm.cases import all_cases
-from cortexm.pte import load
-from cortexm.base.targets import core
-from cortexm.checking.verify import verify_file
-
 from conftest import run_cli
+from cortexm import sources
+from cortexm.base.targets import core
+from cortexm.cases import all_cases
+from cortexm.checking import library
+from cortexm.checking.verify import verify_file
+from cortexm.pte import load
 
 INSTALLED = Path(library._installed_package())
 CORTEX_M_YAML = INSTALLED / "backends/cortex_m/ops/operators.yaml"
@@ -100,8 +98,12 @@ def test_argument_added_to_library_schema(exported, tmp_path):
     """The historical case: a library whose avg_pool2d gained count_include_pad."""
     pte = exported("keyword_spotting", "cortex-m7")
     yaml = _schema_tree(tmp_path, lambda t: t.replace(
-        "int[] padding, bool ceil_mode, int zero_point, int multiplier, int shift, Tensor scratch, *, Tensor(a!) out) -> Tensor(a!)\n  variants: function\n  kernels:\n    - arg_meta: null\n      kernel_name: cortex_m::quantized_avg_pool2d_out",
-        "int[] padding, bool ceil_mode, bool count_include_pad, int zero_point, int multiplier, int shift, Tensor scratch, *, Tensor(a!) out) -> Tensor(a!)\n  variants: function\n  kernels:\n    - arg_meta: null\n      kernel_name: cortex_m::quantized_avg_pool2d_out"))
+        "int[] padding, bool ceil_mode, int zero_point, int multiplier, int shift, Tensor scratch, *, Tensor(a!) out) -> "
+        "Tensor(a!)\n  variants: function\n  kernels:\n    - arg_meta: null\n      kernel_name: "
+        "cortex_m::quantized_avg_pool2d_out",
+        "int[] padding, bool ceil_mode, bool count_include_pad, int zero_point, int multiplier, int shift, Tensor scratch, *, "
+        "Tensor(a!) out) -> Tensor(a!)\n  variants: function\n  kernels:\n    - arg_meta: null\n      kernel_name: "
+        "cortex_m::quantized_avg_pool2d_out"))
     lines = run_cli("verify", str(pte), "--library", str(yaml)).stdout.splitlines()
     assert "FAIL keyword_spotting cortex_m::quantized_avg_pool2d.out: model supplies 11, library expects 12" in lines
 
@@ -111,12 +113,14 @@ def test_generated_registration_is_read(exported, tmp_path):
     pte = exported("conv2d", "cortex-m7")
     calls = {o.qualified_name: len(c.args) for _, o, c in load(pte).plan().kernel_calls()}
     lines = [f'Kernel(\n    "{name}",\n    [](KernelRuntimeContext& context, Span<EValue*> stack) {{\n'
-             f'        ET_KERNEL_CHECK_MSG(context, stack.size() == {n + (1 if "conv2d" in name else 0)}, InvalidProgram, /*void*/, "");\n    }}\n),'
+             f'        ET_KERNEL_CHECK_MSG(context, stack.size() == {n + (1 if "conv2d" in name else 0)}, InvalidProgram, '
+             f'/*void*/, "");\n    }}\n),'
              for name, n in calls.items()]
     (tmp_path / "RegisterCodegenUnboxedKernelsEverything.cpp").write_text("\n".join(lines))
     result = run_cli("verify", str(pte), "--library", str(tmp_path))
     n = calls["cortex_m::quantized_conv2d.out"]
-    assert result.stdout.splitlines() == [f"FAIL conv2d cortex_m::quantized_conv2d.out: model supplies {n}, library expects {n + 1}"]
+    assert result.stdout.splitlines() == [f"FAIL conv2d cortex_m::quantized_conv2d.out: model supplies {n}, library expects "
+                                          f"{n + 1}"]
 
 
 def test_operator_missing_from_library(exported, tmp_path):
@@ -136,7 +140,8 @@ def test_nhwc_operators_missing_from_older_tree(exported):
     pte = exported("avg_pool2d", "cortex-m55", layout="explicit")
     result = run_cli("verify", str(pte), "--library", str(tree.path))
     assert result.returncode == 1
-    assert result.stdout.splitlines() == ["MISSING avg_pool2d cortex_m::quantized_avg_pool2d_nhwc.out: not registered in the library"]
+    assert result.stdout.splitlines() == ["MISSING avg_pool2d cortex_m::quantized_avg_pool2d_nhwc.out: not registered in the "
+                                          "library"]
 
 
 def test_library_from_source_tree_matches_installed_package():

@@ -34,7 +34,8 @@ def test_every_zoo_model_builds_and_runs_in_float():
     for case in cases:
         torch.manual_seed(zlib.crc32(case.name.encode()))
         module, example, calibration = case.build()
-        assert all(len(s) == len(example) and all(a.shape == b.shape for a, b in zip(s, example)) for s in calibration), case.name
+        assert all(len(s) == len(example) and all(a.shape == b.shape for a, b in zip(s, example, strict=True))
+                   for s in calibration), case.name
         with torch.no_grad():
             out = module(*example)
         outputs = out if isinstance(out, tuple) else (out,)

@@ -1,8 +1,9 @@
 """Attacks: bad input gets one line and exit 2 (not 3, an internal error)."""
 
 from __future__ import annotations
+
 import shutil
-from typing import Callable
+from collections.abc import Callable
 
 from attack_classes.lab import attack
 

@@ -1,11 +1,12 @@
 """Attacks (round 4): a verdict is for the content that was built."""
 
 from __future__ import annotations
+
 import shutil
 from pathlib import Path
 
-from attack_classes.lab import attack
 from attack_classes.caches import _built_m7
+from attack_classes.lab import attack
 
 
 @attack("verdicts", "$CORTEXM_RUNNERS and --executorch-src of a mutated tree")

@@ -1,6 +1,7 @@
 """Attacks (round 4): a bundle is data."""
 
 from __future__ import annotations
+
 import json
 import shutil
 from pathlib import Path

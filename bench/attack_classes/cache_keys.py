@@ -1,6 +1,7 @@
 """Attacks: Cache keys: a cached export is reused only when nothing it depends on changed."""
 
 from __future__ import annotations
+
 import json
 
 from attack_classes.lab import Result, attack

@@ -1,6 +1,7 @@
 """Attacks: Damaged caches."""
 
 from __future__ import annotations
+
 import json
 import os
 import shutil
@@ -8,8 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from attack_classes.lab import Result, attack
 
@@ -96,7 +97,8 @@ def temporary_folder_of_a_killed_run(lab):
     _test_relu(lab)
     left = dead.exists()
     shutil.rmtree(dead, ignore_errors=True)
-    return "cortexm test -k relu, with .tmp-<dead pid>-* in the export cache", "the dead run's folder is still there" if left else None
+    return ("cortexm test -k relu, with .tmp-<dead pid>-* in the export cache",
+            "the dead run's folder is still there" if left else None)
 
 
 def _built_m7(lab) -> tuple[Result, Path | None]:

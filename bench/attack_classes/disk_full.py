@@ -1,13 +1,14 @@
 """Attacks: Disk full, unwritable folders."""
 
 from __future__ import annotations
+
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from attack_classes.lab import attack
 from attack_classes.caches import _export_cache
+from attack_classes.lab import attack
 
 
 def _small_disk(lab, name: str, free: int = 0, read_only: bool = False) -> Path | None:

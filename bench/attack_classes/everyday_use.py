@@ -1,6 +1,7 @@
 """Attacks: Everyday use."""
 
 from __future__ import annotations
+
 import json
 import shutil
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Attacks (round 5): an input read twice, writers and gates that escaped the last round's rules."""
 
 from __future__ import annotations
+
 import json
 import os
 import threading

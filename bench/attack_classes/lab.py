@@ -2,15 +2,16 @@
 what a command gave, and the registry the attack classes add themselves to."""
 
 from __future__ import annotations
+
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 TIMEOUT = 120  # seconds: an attack that takes longer hung
 

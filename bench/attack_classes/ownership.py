@@ -1,12 +1,13 @@
 """Attacks: Ownership: cortexm removes or replaces only what a manifest of its own lists."""
 
 from __future__ import annotations
-import json
-from pathlib import Path
-from typing import Callable
 
-from attack_classes.lab import _unchanged, attack
+import json
+from collections.abc import Callable
+from pathlib import Path
+
 from attack_classes.caches import _export_cache
+from attack_classes.lab import _unchanged, attack
 
 
 def _entry(path: Path) -> dict:
@@ -104,7 +105,8 @@ def _shard_report(lab, k: int, n: int, pattern: str = "relu") -> Path:
 def report_merge_json_over_the_user_s_file(lab):
     mine = _victim(lab, "merge-mine.json")
     r = lab.cli("report", "merge", str(_shard_report(lab, 1, 1)), "--json", str(mine))
-    return "cortexm report merge r.json --json <the user's file>", _unchanged(mine, "the user's merge-mine.json\n") or r.one_error_line()
+    return ("cortexm report merge r.json --json <the user's file>",
+            _unchanged(mine, "the user's merge-mine.json\n") or r.one_error_line())
 
 
 @attack("ownership", "sweep --out DIR holding the user's sweep-add-0.py")
@@ -113,7 +115,8 @@ def sweep_out_dir_holding_the_user_s_sweep_add_0_py(lab):
     (d / "sweep-add-0.py").write_text("# mine\n")
     r = lab.cli("sweep", "add", "-t", "cortex-m7", "--count", "1", "--out", str(d), timeout=1800,
                 env={"CORTEXM_EXPORT_CACHE": str(_export_cache(lab))})
-    return "cortexm sweep add -t cortex-m7 --count 1 --out DIR", _unchanged(d / "sweep-add-0.py", "# mine\n") or r.one_error_line()
+    return ("cortexm sweep add -t cortex-m7 --count 1 --out DIR",
+            _unchanged(d / "sweep-add-0.py", "# mine\n") or r.one_error_line())
 
 
 @attack("ownership", "a case named ../../escaped")

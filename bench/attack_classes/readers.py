@@ -1,6 +1,7 @@
 """Attacks (round 4): readers bounded by the file's size."""
 
 from __future__ import annotations
+
 import shutil
 import sys
 from pathlib import Path

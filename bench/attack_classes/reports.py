@@ -1,6 +1,7 @@
 """Attacks (round 4): reports well-formed whatever the data."""
 
 from __future__ import annotations
+
 import json
 import shutil
 import subprocess

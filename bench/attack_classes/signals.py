@@ -1,6 +1,7 @@
 """Attacks: Signals: every child dies with cortexm."""
 
 from __future__ import annotations
+
 import os
 import shutil
 import signal

@@ -1,11 +1,12 @@
 """Attacks: Verdicts that cannot be silently green."""
 
 from __future__ import annotations
+
 import json
 import shutil
 
-from attack_classes.lab import Result, TIMEOUT, attack
 from attack_classes.caches import _export_cache
+from attack_classes.lab import TIMEOUT, Result, attack
 from attack_classes.ownership import _shard_report
 
 

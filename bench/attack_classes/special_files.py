@@ -1,6 +1,7 @@
 """Attacks: Special files."""
 
 from __future__ import annotations
+
 import os
 
 from attack_classes.lab import attack

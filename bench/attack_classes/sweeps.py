@@ -1,6 +1,7 @@
 """Attacks: Sweeps: bounded memory, partial results kept."""
 
 from __future__ import annotations
+
 import json
 import os
 import signal
@@ -8,8 +9,8 @@ import subprocess
 import sys
 import time
 
-from attack_classes.lab import attack
 from attack_classes.caches import _export_cache
+from attack_classes.lab import attack
 from attack_classes.signals import _as_in_a_terminal
 
 

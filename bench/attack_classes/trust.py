@@ -2,6 +2,7 @@
 that will not end or will not stop printing."""
 
 from __future__ import annotations
+
 import json
 import os
 import shutil

@@ -1,6 +1,7 @@
 """Attacks (round 4): one ownership rule for every writer."""
 
 from __future__ import annotations
+
 import os
 import signal
 import subprocess

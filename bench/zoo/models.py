@@ -144,7 +144,8 @@ class MobileNetV3Block(nn.Module):
 
     def __init__(self, c: int, hidden: int) -> None:
         super().__init__()
-        self.body = nn.Sequential(*_conv_bn(c, hidden, 1, act=nn.Hardswish), *_conv_bn(hidden, hidden, 3, groups=hidden, act=nn.Hardswish),
+        self.body = nn.Sequential(*_conv_bn(c, hidden, 1, act=nn.Hardswish),
+                                  *_conv_bn(hidden, hidden, 3, groups=hidden, act=nn.Hardswish),
                                   SqueezeExciteConv(hidden, 8), *_conv_bn(hidden, c, 1, act=None))
 
     def forward(self, x):
@@ -233,7 +234,7 @@ class DSCNN(nn.Module):
     def __init__(self, c_in: int, widths: tuple[int, ...], classes: int) -> None:
         super().__init__()
         layers: list[nn.Module] = _conv_bn(c_in, widths[0], 3, 2)
-        for a, b in zip(widths, widths[1:]):
+        for a, b in zip(widths, widths[1:], strict=False):
             layers += _conv_bn(a, a, 3, 1, groups=a) + _conv_bn(a, b, 1) + [nn.MaxPool2d(2)]
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(widths[-1], classes)
@@ -434,7 +435,8 @@ class ConvAutoEncoder(nn.Module):
         return self.decoder(self.encoder(x))
 
 
-@register("zoo_conv_autoencoder", "a convolutional autoencoder: strided convolutions, transposed convolutions, sigmoid, 32x32 gray")
+@register("zoo_conv_autoencoder",
+          "a convolutional autoencoder: strided convolutions, transposed convolutions, sigmoid, 32x32 gray")
 def _():
     return _regressor(ConvAutoEncoder(), _gray(32, 32))
 

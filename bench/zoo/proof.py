@@ -301,20 +301,20 @@ def prove(q: Quantized, core: str, target_string: str, judged: dict | None, cort
     ev.runs = failure
     if outputs is None:
         return ev
-    outputs = [o.astype(np.float32).reshape(m.shape) for o, m in zip(outputs, q.model_outputs)]
+    outputs = [o.astype(np.float32).reshape(m.shape) for o, m in zip(outputs, q.model_outputs, strict=False)]
     if dialect is not None:
         steps, within, top1 = 0.0, [], True
-        for sim, ref, scale in zip(outputs, dialect, q.scales):
+        for sim, ref, scale in zip(outputs, dialect, q.scales, strict=False):
             diff = np.abs(sim.astype(np.float64) - ref.astype(np.float64)) / (scale or 1.0)
             steps = max(steps, float(np.round(diff.max(), 3)))
             within.append(float(np.mean(diff <= DIALECT_LSB + 1e-6)))
             top1 &= _top1(sim) == _top1(ref)
         ev.dialect_lsb, ev.dialect_share, ev.dialect_top1 = steps, min(within), top1
     ev.model_lsb = max(float(np.round((np.abs(m.astype(np.float64) - s) / (scale or 1.0)).max(), 3))
-                       for m, s, scale in zip(q.model_outputs, outputs, q.scales))
-    ev.model_sqnr = min(sqnr(m, s) for m, s in zip(q.model_outputs, outputs))
-    ev.model_top1 = all(_top1(m) == _top1(s) for m, s in zip(q.model_outputs, outputs))
-    ev.float_sqnr = min(sqnr(f, s) for f, s in zip(q.float_outputs, outputs))
+                       for m, s, scale in zip(q.model_outputs, outputs, q.scales, strict=False))
+    ev.model_sqnr = min(sqnr(m, s) for m, s in zip(q.model_outputs, outputs, strict=False))
+    ev.model_top1 = all(_top1(m) == _top1(s) for m, s in zip(q.model_outputs, outputs, strict=False))
+    ev.float_sqnr = min(sqnr(f, s) for f, s in zip(q.float_outputs, outputs, strict=False))
     return ev
 
 

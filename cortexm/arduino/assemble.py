@@ -22,8 +22,8 @@ The result is a plan, {path in the library: bytes}, written in one go.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from cortexm.arduino.upstream import Upstream
 from cortexm.firmware.codegen import Generated

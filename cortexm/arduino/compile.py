@@ -20,10 +20,10 @@ from pathlib import Path
 
 from cortexm.base import children, writes
 from cortexm.base.errors import CortexmError
+from cortexm.base.targets import Core
 from cortexm.firmware import tools
 from cortexm.firmware.commands import build_environment, builds_dir, first_problem
 from cortexm.sources.identity import files_digest
-from cortexm.base.targets import Core
 
 # What the Arduino builder adds for a sketch (arduino-builder's preprocessing, minus
 # the prototypes it generates with ctags: the examples need none).

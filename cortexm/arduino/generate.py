@@ -20,15 +20,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortexm.checking import library as libs
 from cortexm import sources
-from cortexm.base import children, manifest, writes
 from cortexm.arduino import assemble, lint, provenance
 from cortexm.arduino.upstream import Upstream
+from cortexm.base import children, manifest, writes
 from cortexm.base.errors import CortexmError
-from cortexm.firmware import codegen, tools
 from cortexm.base.targets import core as core_named
+from cortexm.checking import library as libs
 from cortexm.checking.verify import Finding, verify_file
+from cortexm.firmware import codegen, tools
 
 # The Arduino UNO Q's core (STM32U585): the examples' models are checked for it.
 TARGET = "cortex-m33"

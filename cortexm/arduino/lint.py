@@ -233,6 +233,7 @@ def _close(a: str, b: str) -> bool:
     if a == b or abs(len(a) - len(b)) > 1:
         return False
     if len(a) == len(b):
-        return sum(x != y for x, y in zip(a, b)) == 1 or any(a[:i] + a[i + 1] + a[i] + a[i + 2:] == b for i in range(len(a) - 1))
+        return (sum(x != y for x, y in zip(a, b, strict=True)) == 1
+                or any(a[:i] + a[i + 1] + a[i] + a[i + 2:] == b for i in range(len(a) - 1)))
     short, long_ = sorted((a, b), key=len)
     return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))

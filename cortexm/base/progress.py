@@ -24,7 +24,7 @@ PLAIN_EVERY_SECONDS = 15.0
 
 
 class Task:
-    def __init__(self, progress: "Progress", description: str, total: float | None, unit: str) -> None:
+    def __init__(self, progress: Progress, description: str, total: float | None, unit: str) -> None:
         self.progress, self.description, self.total, self.unit = progress, description, total, unit
         self.completed = 0.0
         self.started = time.monotonic()
@@ -91,11 +91,18 @@ class Progress:
         self.live: Any = None  # rich's Progress while one is shown
         self._status: Any = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.interactive:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
-            from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as RichProgress
 
             self.live = RichProgress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),

@@ -41,10 +41,14 @@ class Core:
 CORES: tuple[Core, ...] = (
     Core("cortex-m0plus", "SCALAR", ("-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"), None, None, None),
     Core("cortex-m3", "SCALAR", ("-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft"), "mps2-an385", None, "mps2-an385"),
-    Core("cortex-m4", "DSP", ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"), "mps2-an386", None, "mps2-an386"),
-    Core("cortex-m7", "DSP", ("-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"), "mps2-an500", "FVP_Corstone_SSE-300_Ethos-U55", "mps2-an500"),
-    Core("cortex-m33", "DSP", ("-mcpu=cortex-m33", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"), "mps2-an505", None, "mps2-an505"),
-    Core("cortex-m55", "MVE", ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"), "mps3-an547", "FVP_Corstone_SSE-300_Ethos-U55", "mps3-an547"),
+    Core("cortex-m4", "DSP", ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"), "mps2-an386", None,
+         "mps2-an386"),
+    Core("cortex-m7", "DSP", ("-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"), "mps2-an500",
+         "FVP_Corstone_SSE-300_Ethos-U55", "mps2-an500"),
+    Core("cortex-m33", "DSP", ("-mcpu=cortex-m33", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"), "mps2-an505", None,
+         "mps2-an505"),
+    Core("cortex-m55", "MVE", ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"), "mps3-an547", "FVP_Corstone_SSE-300_Ethos-U55",
+         "mps3-an547"),
     Core("cortex-m85", "MVE", ("-mcpu=cortex-m85", "-mthumb", "-mfloat-abi=hard"), None, "FVP_Corstone_SSE-310", None),
     # Not a Cortex-M: the runner built for this machine with AddressSanitizer and UBSan, running
     # CMSIS-NN's scalar C on programs lowered for the scalar variant (as the M3's): a memory

@@ -163,7 +163,7 @@ def _serve(conn: Connection, initializer, initargs) -> None:
         fn, args = job
         try:
             reply = ("ok", fn(*args))
-        except BaseException as e:  # noqa: BLE001 — whatever the job raised is its outcome
+        except BaseException as e:  # whatever the job raised is its outcome
             reply = ("raised", e)
         try:
             conn.send(reply)

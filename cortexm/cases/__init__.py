@@ -12,9 +12,9 @@ and the known upstream defects a case may hit, recognised by content (defects.py
 
 from __future__ import annotations
 
+from cortexm.base.errors import CortexmError
 from cortexm.cases import registry
 from cortexm.cases.registry import Case, register  # noqa: F401  (the face: user case files use these)
-from cortexm.base.errors import CortexmError
 
 GRID_LEVELS = {"none": (), "default": ("default",), "full": ("default", "full"), "exhaustive": ("default", "exhaustive")}
 

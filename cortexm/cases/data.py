@@ -74,8 +74,8 @@ def craft(kind: str, template, scale: float, zero_point: int, qmin: int, qmax: i
             values[near] = np.nextafter(values[near], away)
         else:  # saturate
             far = rng.random(n) < 1 / 3
-            span = np.float32((qmax - qmin) / inv)
-            values[far] = np.where(rng.random(far.sum()) < 0.5, -4, 4).astype(np.float32) * span
+            reach = np.float32((qmax - qmin) / inv)
+            values[far] = np.where(rng.random(far.sum()) < 0.5, -4, 4).astype(np.float32) * reach
     out = torch.from_numpy(values.astype(np.float32).reshape(tuple(template.shape)))
     if template.dim() == 4 and template.is_contiguous(memory_format=torch.channels_last):
         out = out.contiguous(memory_format=torch.channels_last)

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Callable
 
 from cortexm.base import syntax
 
 # Stages a failure is reported at (cortexm.report.results.CaseResult.failures).
-STAGES = ("export", "verify", "lowering", "constants", "dialect", "semantic", "accuracy", "run", "memory", "compare", "upstream-reference", "cross-core",
+STAGES = ("export", "verify", "lowering", "constants", "dialect", "semantic", "accuracy", "run", "memory", "compare",
+          "upstream-reference", "cross-core",
           "upstream-test")
 # Where a component's files are found: component -> (path relative to its tree -> file, or None if unknown).
 Locator = Callable[[str], "Path | None"]
@@ -83,7 +84,7 @@ class KnownDefect:
         return "any" in self.stages or bool(set(self.stages) & stages_reached)
 
 
-@lru_cache(maxsize=None)
+@cache
 def file_sha256(path: Path) -> str | None:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -91,7 +92,7 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def syntax_sha256(path: Path) -> str | None:
     """A Python file's syntax tree, as the export key counts it (None: not Python, or unreadable;
     read once per process, as file_sha256)."""
@@ -105,7 +106,7 @@ def syntax_sha256(path: Path) -> str | None:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def symbols_sha256(path: Path, symbols: str) -> str | None:
     """The syntax trees of the top-level functions or classes `symbols` ("f,g") of a Python file,
     in that order, as syntax_sha256 counts a file (None: unreadable, or one of them missing)."""
@@ -144,7 +145,8 @@ CMSIS_NN_TRANSPOSE_CONV_SCRATCH = KnownDefect(
     "the memory plan put next (fixed upstream by ARM-software/CMSIS-NN PR #243, merged 2026-09-10, after "
     "dbf45dbf and 4a8f5b5d; ExecuTorch PR #22720 follows it)",
     component="cmsis-nn",
-    files=((_TRANSPOSE_CONV_BUFFER, ("4e16d2e9e448adfb839c5aaff67463de8309629629d61603484fad638628458d",)),),  # dbf45dbf, 4a8f5b5d
+    files=((_TRANSPOSE_CONV_BUFFER,
+            ("4e16d2e9e448adfb839c5aaff67463de8309629629d61603484fad638628458d",)),),  # dbf45dbf, 4a8f5b5d
     stage=("memory", "compare"),
     # The guard on a core, AddressSanitizer on the host, or (without either) the damage.
     signature=r"quantized_transpose_conv2d\S* \(instruction \d+\):? (wrote \d+ bytes|write of \d+ B \d+ B) past the end "
@@ -157,7 +159,8 @@ EXECUTORCH_MATMUL_CONSTANT = KnownDefect(
     "annotation (AttributeError); in executorch 1.5.1 and main cff6f4dd, no upstream fix yet",
     component="lowering",
     files=(("backends/cortex_m/passes/matmul_to_bmm_pass.py",
-            ("4a67573bc2a75f768924a0c17d087a4e6da5d0de1cfd8b594e33f8b8287cb4f9", "5d4ad825a24b6046c8d7715b52b12e833a2b7067fc7446f4801d11270e00de6e",)),),  # 1.5.1, cff6f4dd
+            ("4a67573bc2a75f768924a0c17d087a4e6da5d0de1cfd8b594e33f8b8287cb4f9",
+             "5d4ad825a24b6046c8d7715b52b12e833a2b7067fc7446f4801d11270e00de6e",)),),  # 1.5.1, cff6f4dd
     stage="export",
     signature=r"AttributeError: .*to_tensor",
 )
@@ -168,8 +171,11 @@ EXECUTORCH_DIM_ORDER_SIZE_ONE = KnownDefect(
     "non-standard dim order (0,2,1,3); the portable clamp after a quantized_mul on [1,1,1,2] then rejects the "
     "program at execute (pytorch/executorch issue #22520, fix PR #22745 open; reproducible without cortex_m)",
     component="lowering",
-    files=(("exir/tensor.py", ("e75b37d4ffd8adfb55e720808be41f1611bd2fa63a9c8d88fafe87b7eef44b8b", "a43f05edcba0c043b7ce919c798cda583f63ba4ff20d69331214167b1d17f3a2",  # 1.5.1
-                               "a9ceeb2c164bb614924d8925a721297f97b997e5b3957c6d7d926cfe65d795df", "53f5a4f2ee755feecd86f0eef87c37256f71190b486b6a40c6680ae6d2aecff7")),),  # cff6f4dd
+    files=(("exir/tensor.py",
+            ("e75b37d4ffd8adfb55e720808be41f1611bd2fa63a9c8d88fafe87b7eef44b8b",
+             "a43f05edcba0c043b7ce919c798cda583f63ba4ff20d69331214167b1d17f3a2",  # 1.5.1
+             "a9ceeb2c164bb614924d8925a721297f97b997e5b3957c6d7d926cfe65d795df",
+             "53f5a4f2ee755feecd86f0eef87c37256f71190b486b6a40c6680ae6d2aecff7")),),  # cff6f4dd
     stage="run",
     signature=r"dim.order",
 )
@@ -188,8 +194,10 @@ EXECUTORCH_MINMAX_OUTPUT_LAYOUT = KnownDefect(
     "the same class of bug in quantized_conv2d)",
     component="lowering",
     files=(("backends/cortex_m/ops/operators.py",
-            ("7e4835819b317c66307bbed76188ab7339319f60a94510aae883c58ec27c14a5", "4c34007e05502509ded45fe4f10b7186a7275325fcf2bec1042a412b1de08ded",  # 1.5.1
-             "ddf8384df5a8b2ca3fc38694327ec9cc7a29e110d98c3d7ed1b0771d05aee504", "9e5425131a92a27626195f58a5e6bd514406977f6285a9c2334af4dc4248326d")),),  # cff6f4dd
+            ("7e4835819b317c66307bbed76188ab7339319f60a94510aae883c58ec27c14a5",
+             "4c34007e05502509ded45fe4f10b7186a7275325fcf2bec1042a412b1de08ded",  # 1.5.1
+             "ddf8384df5a8b2ca3fc38694327ec9cc7a29e110d98c3d7ed1b0771d05aee504",
+             "9e5425131a92a27626195f58a5e6bd514406977f6285a9c2334af4dc4248326d")),),  # cff6f4dd
     # ExecuTorch's Python reference and the quantized model both see it: the output's dim order
     # is not the model's, and the values read back are not its minimum/maximum.
     # And the float model: the values read back are not its minimum/maximum.
@@ -283,8 +291,10 @@ EXECUTORCH_DEPTHWISE_ONE_CHANNEL_SCRATCH = KnownDefect(
     "tracker shows. Found by the exhaustive scope: conv2d 1 -> 2..9 channels, 1x1, on the M55",
     component="lowering",
     files=(("backends/cortex_m/passes/scratch_buffer_sizes.py",
-            ("06cacfc36779b83cadd23d9daabb8f4c13b07f17fa679c22fa1acc64008decfc", "f08de4a5de74e45b0a52bc551e788b6efb236cccf2c33aee82a0eecb9959121f",  # 1.5.1
-             "5b75c921e0d8aeca1be9176e8bc02c4838469a414284b040cde744559c78fe87", "b1073abd3083b6c9b9545093b70de9df7074ff1c9f6c9b548d2a709025d3c172")),),  # cff6f4dd
+            ("06cacfc36779b83cadd23d9daabb8f4c13b07f17fa679c22fa1acc64008decfc",
+             "f08de4a5de74e45b0a52bc551e788b6efb236cccf2c33aee82a0eecb9959121f",  # 1.5.1
+             "5b75c921e0d8aeca1be9176e8bc02c4838469a414284b040cde744559c78fe87",
+             "b1073abd3083b6c9b9545093b70de9df7074ff1c9f6c9b548d2a709025d3c172")),),  # cff6f4dd
     stage="run",
     signature=r"quantized_depthwise_conv2d_out: scratch buffer size incorrect",
     cores=("cortex-m55", "cortex-m85"),
@@ -325,8 +335,10 @@ EXECUTORCH_CONSTANT_MUL = KnownDefect(
     "and softmax left unquantized); in 1.5.1 and main cff6f4dd",
     component="lowering",
     files=(("backends/cortex_m/quantizer/pattern_checkers.py",
-            ("13377471e59824ccac6986ad3c0cea60517f02fea0bf5ee39a9decb0567c5d27", "f19cc159574f54507466fa5a369f7aa0dbc442c7b0f604e9f7611c58c13a573e",  # 1.5.1
-             "f9e830fc07fb3dc2de01c8d5b5581e13dc43e72fda8a755499bbe35415108c78", "7d268b66e82da0bedc5c89e2031324288e06f71efe97820b03d4b385fd976ece")),),  # cff6f4dd
+            ("13377471e59824ccac6986ad3c0cea60517f02fea0bf5ee39a9decb0567c5d27",
+             "f19cc159574f54507466fa5a369f7aa0dbc442c7b0f604e9f7611c58c13a573e",  # 1.5.1
+             "f9e830fc07fb3dc2de01c8d5b5581e13dc43e72fda8a755499bbe35415108c78",
+             "7d268b66e82da0bedc5c89e2031324288e06f71efe97820b03d4b385fd976ece")),),  # cff6f4dd
     stage="lowering",
     signature=r"aten::mul\.out",
 )
@@ -342,7 +354,8 @@ EXECUTORCH_SPATIAL_MEAN = KnownDefect(
     "rewrites a 4-D mean over both spatial dimensions as avg_pool2d. Case mean_hw",
     component="lowering",
     files=(("backends/cortex_m/passes/decompose_mean_pass.py",
-            ("29226499176bdc6a0bcd88f09d270dc62e7f95cf313505e46e8396f35fce860a", "123ec274800356621d718b77db3a59a6fed9fda88b79e17cea69b01a0ffde4d2")),),  # cff6f4dd
+            ("29226499176bdc6a0bcd88f09d270dc62e7f95cf313505e46e8396f35fce860a",
+             "123ec274800356621d718b77db3a59a6fed9fda88b79e17cea69b01a0ffde4d2")),),  # cff6f4dd
     # The mean left in float, and so the lowered graph the 1.5.1 golden does not have.
     stage=("lowering", "dialect"),
     signature=r"aten::mean\.out|^lowered graph differs from .*mean_hw\.txt$",
@@ -401,7 +414,8 @@ EXECUTORCH_MODEL_TESTS_LOWER_FOR_M55 = KnownDefect(
     "with no error at all (deep_autoencoder); upstream's FVP is an M55, so this never shows there",
     component="lowering",
     files=(("backends/cortex_m/test/models/test_deep_autoencoder.py",
-            ("a094981dfbbfcb8570d5486f3d01a136ac53a62b32ba5f12a32a1f916b40c6fc", "9212b6c4336595b40931ae6917c8dd41786f596c8db2f3cae79f279ee2777ed4",)),),  # 1.5.1, cff6f4dd
+            ("a094981dfbbfcb8570d5486f3d01a136ac53a62b32ba5f12a32a1f916b40c6fc",
+             "9212b6c4336595b40931ae6917c8dd41786f596c8db2f3cae79f279ee2777ed4",)),),  # 1.5.1, cff6f4dd
     stage="upstream-test",
     signature=r"^models/test_\w+::test_implementation_\w+.*(lowered for another CMSIS-NN variant|scratch|"
               r"does not match reference output)",

@@ -40,9 +40,12 @@ from __future__ import annotations
 import itertools
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortexm.base.errors import CortexmError
+
+if TYPE_CHECKING:
+    import torch
 
 Params = dict[str, Any]
 PACK_INPUTS = 16  # kernels/runner/runner.cpp: kMaxInputs and kMaxOutputs
@@ -172,7 +175,7 @@ def _values(item: str, text: str) -> list:
             raise CortexmError(f"--scope {item!r}: a range is LOW..HIGH, two integers at most 256 apart")
         return list(range(int(lo), int(hi) + 1))
     words = [w.strip() for w in text.split(",") if w.strip()]
-    values = []
+    values: list[int | bool | str] = []
     for word in words:
         if word.lstrip("-").isdigit():
             values.append(int(word))
@@ -203,7 +206,7 @@ def combinations(op: str, chosen: dict[str, list]) -> tuple[list[Combination], d
         dims = {k: chosen.get(k, v) for k, v in scope.dims.items()}
         tally = counts.setdefault(scope.name, {"combinations": 0, "refused by PyTorch": 0, "in a known defect's region": 0})
         for values in itertools.product(*dims.values()):
-            p = dict(zip(dims, values))
+            p = dict(zip(dims, values, strict=True))
             tally["combinations"] += 1
             params = _params(op, p)
             if not valid(params):
@@ -261,10 +264,12 @@ def build_pack(op: str, branches: list[Params]) -> tuple:
     from torch import nn
 
     from cortexm.cases import space
-    from cortexm.cases.ops import Pack
     from cortexm.cases.data import CALIBRATION_SAMPLES, like
+    from cortexm.cases.ops import Pack
 
-    modules, inputs, calibration = [], [], [[] for _ in range(CALIBRATION_SAMPLES)]
+    modules: list[nn.Module] = []
+    inputs: list[torch.Tensor] = []
+    calibration: list[list[torch.Tensor]] = [[] for _ in range(CALIBRATION_SAMPLES)]
     for params in branches:
         module, xs = space.build_sample(op, params)
         modules.append(module)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import itertools
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 Params = dict[str, Any]
 
@@ -156,8 +157,7 @@ def model_params(op: str, p: Params, name: str) -> Params:
 
 def register_all() -> None:
     """Register every grid case (both levels); cortexm.testing selects by level."""
-    from cortexm.cases import defects
-    from cortexm.cases import space
+    from cortexm.cases import defects, space
     from cortexm.cases.registry import GridPlace, register
 
     for op, grid in GRIDS.items():

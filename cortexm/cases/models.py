@@ -6,12 +6,13 @@ import torch
 from torch import nn
 
 from cortexm.cases import defects
-from cortexm.cases.registry import register
 from cortexm.cases.ops import image, vector
+from cortexm.cases.registry import register
 
 
 def _conv_bn_relu(c_in: int, c_out: int, kernel, stride=1, padding=0, groups=1, relu=True) -> list[nn.Module]:
     bn = nn.BatchNorm2d(c_out)
+    assert bn.running_mean is not None and bn.running_var is not None  # track_running_stats is on
     # Non-trivial statistics, so folding the batch norm into the convolution matters.
     bn.running_mean.uniform_(-0.2, 0.2)
     bn.running_var.uniform_(0.5, 1.5)
@@ -85,7 +86,7 @@ class AutoEncoder(nn.Module):
         super().__init__()
         sizes = [dim, hidden, hidden, code, hidden, hidden]
         layers: list[nn.Module] = []
-        for a, b in zip(sizes, sizes[1:]):
+        for a, b in zip(sizes, sizes[1:], strict=False):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(hidden, dim))
         self.net = nn.Sequential(*layers)

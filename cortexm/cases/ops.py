@@ -153,7 +153,8 @@ def _():
     return layer(nn.ConvTranspose2d(4, 4, 3, stride=2, padding=(2, 0)), image(4, 4, 4, n=2))
 
 
-@register("transpose_conv2d_output_padding", "transposed convolution with output_padding 1: not lowered, runs on portable kernels",
+@register("transpose_conv2d_output_padding",
+          "transposed convolution with output_padding 1: not lowered, runs on portable kernels",
           notes="the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)",
           float_ops={"convolution": "the cortex_m quantizer rejects non-zero output_padding (CMSIS-NN has no such parameter)"})
 def _():
@@ -280,7 +281,8 @@ def _():
 @register("div", "elementwise division of two activations (quantized_div: float quotient, no CMSIS-NN)")
 def _():
     # A divisor away from 0 keeps the quotient's range, hence its quantization step, sane.
-    return Apply(lambda m, a, b: a / b).eval(), (image(4, 5, 5), (image(4, 5, 5).abs() + 0.5).contiguous(memory_format=torch.channels_last))
+    return Apply(lambda m, a, b: a / b).eval(), (image(4, 5, 5),
+                                                 (image(4, 5, 5).abs() + 0.5).contiguous(memory_format=torch.channels_last))
 
 
 @register("mul_relu_single_channel", "multiply then ReLU of [1,1,1,2] tensors (size-1 channel and height)",

@@ -7,9 +7,10 @@ here; cortexm.cases reads the registry once they are loaded.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from cortexm.base import files
 from cortexm.cases import defects

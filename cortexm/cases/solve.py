@@ -194,11 +194,12 @@ def _land(x: np.ndarray, free: np.ndarray, idx: np.ndarray, w: np.ndarray, a: in
         step = int(np.clip(round((want - a) / wt), QMIN - x[i], QMAX - x[i]))
         x[i] += step
         a += wt * step
-    if not lo <= a <= hi:
-        a = _fine(x, idx, w, taps[-24:], a, lo, hi)
-    if a is None:
+    if lo <= a <= hi:
+        return a
+    landed = _fine(x, idx, w, taps[-24:], a, lo, hi)
+    if landed is None:
         x[idx[taps]] = saved
-    return a
+    return landed
 
 
 def _fine(x, idx, w, taps, a: int, lo: int, hi: int) -> int | None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from cortexm.cases.registry import register
 from cortexm.base.errors import CortexmError
+from cortexm.cases.registry import register
 
 Params = dict[str, Any]
 
@@ -94,7 +94,8 @@ def _depthwise_draw(rng: random.Random) -> Params:
 def _depthwise_build(p: Params) -> tuple:
     from torch import nn
 
-    conv = nn.Conv2d(p["cin"], p["cin"] * p["mult"], p["k"], p["stride"], p["pad"], p["dilation"], groups=p["cin"], bias=p["bias"])
+    conv = nn.Conv2d(p["cin"], p["cin"] * p["mult"], p["k"], p["stride"], p["pad"], p["dilation"], groups=p["cin"],
+                     bias=p["bias"])
     return nn.Sequential(conv, _activation(p)).eval(), (_image(p, p["cin"]),)
 
 
@@ -316,7 +317,8 @@ def smaller(op: str, params: Params) -> list[Params]:
         if isinstance(value, int) and not isinstance(value, bool) and value - 1 != floor:
             steps += [max(floor, value // 2), value - 1]
         elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
-            steps += [tuple(f if i == j else v for j, (v, f) in enumerate(zip(value, floor))) for i in range(len(value))]
+            steps += [tuple(f if i == j else v for j, (v, f) in enumerate(zip(value, floor, strict=False)))
+                      for i in range(len(value))]
         for step in steps:
             candidate = dict(params, **{key: step})
             if candidate != params and s.valid(candidate) and candidate not in candidates:

@@ -163,7 +163,7 @@ class FCAutoEncoder(nn.Module):
         super().__init__()
         sizes = [features, hidden, hidden, hidden, hidden, code, hidden, hidden, hidden, hidden]
         layers: list[nn.Module] = []
-        for a, b in zip(sizes, sizes[1:]):
+        for a, b in zip(sizes, sizes[1:], strict=False):
             layers += [nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU()]
         layers.append(nn.Linear(hidden, features))
         self.net = nn.Sequential(*layers)
@@ -186,7 +186,9 @@ def _rgb(size: int) -> torch.Tensor:
 
 def _classifier_case(module: nn.Module, draw) -> tuple:
     module = _trained_like(module, draw)
-    example = _confident(module, module.classifier, draw)
+    classifier = module.classifier
+    assert isinstance(classifier, nn.Linear)  # every classifier case ends in one
+    example = _confident(module, classifier, draw)
     return module, (example,), [(example,)] + [(draw(),) for _ in range(CALIBRATION - 1)]
 
 

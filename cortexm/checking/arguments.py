@@ -22,8 +22,9 @@ kernel_sum and scratch audits of cortexm.checking.verify already name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from cortexm.checking.library import Library
 from cortexm.checking.scratch import CallArguments, ScratchError, named_args

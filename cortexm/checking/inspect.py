@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from cortexm.checking import library, scratch
-from cortexm.pte.sidecar import read_sidecar
 from cortexm.pte import load
 from cortexm.pte.program import DelegateCall, KernelCall, TensorValue
+from cortexm.pte.sidecar import read_sidecar
 
 
 def inspect(path: Path) -> dict[str, Any]:

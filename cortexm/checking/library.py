@@ -69,7 +69,8 @@ def load(spec: str | Path) -> Library:
         return _from_tree(_installed_package(), "installed executorch package")
     path = Path(spec)
     if not path.exists():
-        raise CortexmError(f"{path}: no such library (expected an ExecuTorch tree, a generated-kernels folder, or a schema .yaml)")
+        raise CortexmError(f"{path}: no such library "
+                           "(expected an ExecuTorch tree, a generated-kernels folder, or a schema .yaml)")
     if path.is_dir():
         if (path / TREE_SCHEMA_FILES[0]).is_file():
             return _from_tree(path, f"ExecuTorch tree {path}")

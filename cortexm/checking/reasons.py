@@ -50,7 +50,7 @@ class Records:
     passes: list[dict]
 
     @classmethod
-    def of(cls, quantizer: dict | None, passes: list | None) -> "Records | None":
+    def of(cls, quantizer: dict | None, passes: list | None) -> Records | None:
         if not isinstance(quantizer, dict):
             return None
         rejected: dict[str, str] = {}

@@ -10,8 +10,9 @@ through the `cmsis_nn` Python module ExecuTorch ships.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cortexm.base.errors import CortexmError
 from cortexm.pte.program import ExecutionPlan, KernelCall, TensorValue
@@ -177,7 +178,7 @@ def has_scratch(op_name: str) -> bool:
 
 def named_args(plan: ExecutionPlan, call: KernelCall, arg_names: list[str]) -> dict[str, Any]:
     """The call's values by schema argument name (lists resolved)."""
-    return {name: plan.resolve(index) for name, index in zip(arg_names, call.args)}
+    return {name: plan.resolve(index) for name, index in zip(arg_names, call.args, strict=False)}
 
 
 def needs(op_name: str, args: dict[str, Any], backend_name: str) -> list[ScratchNeed]:
@@ -188,7 +189,7 @@ def needs(op_name: str, args: dict[str, Any], backend_name: str) -> list[Scratch
     backend = getattr(cm.Backend, backend_name)
     sizes = sizer(cm, backend, CallArguments(args), nhwc)
     result = []
-    for arg, needed in zip(scratch_args, sizes):
+    for arg, needed in zip(scratch_args, sizes, strict=True):
         tensor = args.get(arg)
         planned = tensor.nbytes if isinstance(tensor, TensorValue) else 0
         result.append(ScratchNeed(arg, planned, int(needed)))

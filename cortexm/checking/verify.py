@@ -36,12 +36,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm.checking import library as libs
+from cortexm.base.targets import CORES, Core
+from cortexm.base.targets import core as core_named
 from cortexm.checking import arguments, scratch
-from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
+from cortexm.checking import library as libs
 from cortexm.pte import load, loader
 from cortexm.pte.program import ExecutionPlan, KernelCall, TensorValue
-from cortexm.base.targets import CORES, Core, core as core_named
+from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
 
 # Loader problems shown per program; a badly damaged one has many, the first say enough.
 MAX_LOADER_LINES = 10
@@ -122,7 +123,8 @@ def check_schema(name: str, plan: ExecutionPlan, library: libs.Library) -> list[
             findings.append(Finding("MISSING", name, f"{op_name}: not registered in the library"))
         elif kernel.expects is not None and kernel.expects != len(call.args):
             seen.add(op_name)
-            findings.append(Finding("FAIL", name, f"{op_name}: model supplies {len(call.args)}, library expects {kernel.expects}"))
+            findings.append(Finding("FAIL", name,
+                                    f"{op_name}: model supplies {len(call.args)}, library expects {kernel.expects}"))
     return findings
 
 
@@ -207,7 +209,8 @@ def check_backend(name: str, plan: ExecutionPlan, core: Core, exporter: libs.Lib
         if op_name == "cortex_m::quantized_linear.out":
             has_sum = isinstance(args.get("kernel_sum"), TensorValue)
             if has_sum and core.backend != "MVE":
-                findings.append(Finding("FAIL", name, f"{subject}: kernel_sum present (MVE lowering), {where} ignores it and reads the bias"))
+                findings.append(Finding("FAIL", name,
+                                        f"{subject}: kernel_sum present (MVE lowering), {where} ignores it and reads the bias"))
             elif not has_sum and core.backend == "MVE":
                 findings.append(Finding("FAIL", name, f"{subject}: no kernel_sum (DSP/scalar lowering), {where} needs it"))
             continue

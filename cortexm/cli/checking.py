@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from cortexm.base.text import json_dumps
 from cortexm.base.errors import CortexmError
+from cortexm.base.text import json_dumps
 from cortexm.cli.options import EXIT_BAD_INPUT, EXIT_PROBLEMS, core_named, targets_option
 
 

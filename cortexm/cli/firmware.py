@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from cortexm.base.text import json_dumps
 from cortexm.base.errors import CortexmError
+from cortexm.base.text import json_dumps
 from cortexm.cli.options import (
     EXIT_PROBLEMS,
     program_path,
@@ -19,7 +19,6 @@ from cortexm.cli.options import (
     target_option,
     timeout_option,
 )
-
 
 # In a --keep folder: what the run wrote there (cortexm.base.manifest), so the next run may replace it.
 KEEP_MANIFEST = ".cortexm-run.json"
@@ -54,8 +53,8 @@ def build(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mod
     """Build (or take from the cache) the runner firmware for one core.
 
     It registers the suite's operators, or exactly those of --model programs and --ops."""
-    from cortexm.firmware import build_runner, model_ops
     from cortexm.base.targets import core
+    from cortexm.firmware import build_runner, model_ops
 
     selected = None
     if models or ops:
@@ -103,10 +102,10 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
         show_profile: bool, as_json: bool) -> int:
     """Run PTE on a simulated core; compare with the sidecar's reference when there is one."""
     from cortexm.base import manifest
+    from cortexm.base.targets import core
     from cortexm.pte.bundle import Bundle
     from cortexm.sim.inputs import read_labels
     from cortexm.sim.run import RunError, core_mismatch, run_pte
-    from cortexm.base.targets import core
 
     program = program_path(pte)
     # Read once: the audit, the references and the run all judge these bytes, whatever happens
@@ -151,7 +150,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     finally:
         if kept and Path(keep).is_dir():
             kept.seal({"tool": "cortexm run"})
-    for path, out in zip(save, result.outputs):
+    for path, out in zip(save, result.outputs, strict=False):
         _save_npy(Path(path), out)
     if show_log:
         click.echo(result.log, nl=False)
@@ -185,7 +184,8 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
                        + (f", float model SQNR {semantic['sqnr_db']:g} dB" if semantic["sqnr_db"] is not None else ""))
             for line in semantic["departures"]:
                 click.echo(f"    {line}")
-        count = f"{result.instructions} instructions" if result.instructions is not None else f"{result.sim_result.ticks} SysTick ticks"
+        count = (f"{result.instructions} instructions" if result.instructions is not None
+                 else f"{result.sim_result.ticks} SysTick ticks")
         click.echo(f"  execute(): {count}")
         if called:
             from cortexm.report.profile import print_profile
@@ -219,10 +219,10 @@ def profile_cmd(pte: str, target: str, sim_name: str, inputs: tuple[str, ...], f
     execute()'s instructions, MACs and instructions per MAC against the core's limit, the tensor
     bytes it reads, writes, reads from constants and takes as scratch; the same per module.
     Simulator instructions, not cycles: no time is estimated."""
+    from cortexm.base.targets import core
     from cortexm.pte.bundle import Bundle
     from cortexm.report.profile import print_profile
     from cortexm.sim.run import RunError, core_mismatch, run_pte
-    from cortexm.base.targets import core
 
     program = program_path(pte)
     bundle = Bundle.open(program)
@@ -295,10 +295,10 @@ def _describe_output(index: int, out, diff, top: int = 0, labels: list[str] | No
 def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, model: str | None, board: str | None,
          as_json: bool) -> None:
     """Flash and RAM of a core's runner, by component."""
-    from cortexm.firmware import build_runner
-    from cortexm.report import table
-    from cortexm.firmware.size import footprint
     from cortexm.base.targets import core
+    from cortexm.firmware import build_runner
+    from cortexm.firmware.size import footprint
+    from cortexm.report import table
 
     program = program_path(model) if model else None
     runner = build_runner(core(target), executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src, model=program,
@@ -307,7 +307,8 @@ def size(target: str, executorch_src: str | None, cmsis_nn_src: str | None, mode
     if as_json:
         click.echo(json_dumps({"core": runner.core.name, "board": runner.board, **result.as_dict()}, indent=2))
         return
-    what = f"registering the {len(runner.ops)} operators of {program.name}" if program else f"suite runner, {len(runner.ops)} operators"
+    what = (f"registering the {len(runner.ops)} operators of {program.name}" if program
+            else f"suite runner, {len(runner.ops)} operators")
     click.echo(f"{runner.core.name} runner on {runner.board} ({what}): {runner.elf}")
     rows = [[c.name, c.flash, c.ram] for c in result.components]
     rows.append(["total", result.flash, result.ram])
@@ -338,10 +339,10 @@ def fit(pte: str, target: str, boards: tuple[str, ...], memory: tuple[str, ...],
     from cortexm import sim
     from cortexm.base.targets import core
     from cortexm.firmware import build_runner
-    from cortexm.report import fit as fitting
-    from cortexm.report import table
     from cortexm.firmware.ops import program_ops
     from cortexm.pte.bundle import Bundle
+    from cortexm.report import fit as fitting
+    from cortexm.report import table
     from cortexm.sim.run import RunError, run_pte
 
     program = program_path(pte)

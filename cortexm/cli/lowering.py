@@ -48,8 +48,7 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     from cortexm.base import files
     from cortexm.base.progress import Progress
     from cortexm.lowering import export as exporter
-    from cortexm.lowering import stage, writer
-    from cortexm.lowering import modelsource
+    from cortexm.lowering import modelsource, stage, writer
     from cortexm.pte.sidecar import sidecar_path
 
     core = core_named(target)
@@ -111,9 +110,8 @@ def _say_deployment(result, core) -> str | None:
     from cortexm.cases import defects
     from cortexm.checking import constants, lowering
     from cortexm.pte import parse
-    from cortexm.report.accuracy import record_lines
-
     from cortexm.pte.sidecar import Sidecar
+    from cortexm.report.accuracy import record_lines
 
     program, sidecar = parse(result.pte), Sidecar.of(result.sidecar)
     total, lowered, left = lowering.survey(program.plan(), sidecar)
@@ -150,7 +148,8 @@ def _say_semantic(semantic: dict | None) -> None:
 @click.command()
 @click.argument("models", nargs=-1)
 @targets_option(multiple=True, help_text="Core(s) to lower for (repeatable).")
-@click.option("--all", "all_cases", is_flag=True, help="Every case `cortexm test` runs by default (built-in and the default grid).")
+@click.option("--all", "all_cases", is_flag=True,
+              help="Every case `cortexm test` runs by default (built-in and the default grid).")
 @click.option("--goldens", type=click.Path(file_okay=False), help="Compare with DIR/<core>/<case>.txt.")
 @click.option("--update-goldens", is_flag=True, help="Write the goldens instead of comparing.")
 @click.option("--executorch-src", type=click.Path(), help=LOWERING_TREE_HELP)
@@ -158,9 +157,9 @@ def _say_semantic(semantic: dict | None) -> None:
 def dialect(models: tuple[str, ...], targets: tuple[str, ...], all_cases: bool, goldens: str | None, update_goldens: bool,
             executorch_src: str | None, lowering: str) -> int:
     """Print the lowered graph of MODEL(s) in canonical text, or compare it with golden files."""
+    from cortexm.cases import all_cases as every_case
     from cortexm.lowering import dialect as dia
     from cortexm.lowering import export, modelsource
-    from cortexm.cases import all_cases as every_case
 
     if not targets:
         raise click.UsageError("missing --target (repeatable)")

@@ -122,8 +122,10 @@ def core_named(name: str):
 
 
 SOURCE_OPTIONS = (
-    click.option("--executorch-src", type=click.Path(), help="ExecuTorch tree (else $CORTEXM_EXECUTORCH_SRC, else the default location)."),
-    click.option("--cmsis-nn-src", type=click.Path(), help="CMSIS-NN tree (else $CORTEXM_CMSIS_NN_SRC, else the default location)."),
+    click.option("--executorch-src", type=click.Path(),
+                 help="ExecuTorch tree (else $CORTEXM_EXECUTORCH_SRC, else the default location)."),
+    click.option("--cmsis-nn-src", type=click.Path(),
+                 help="CMSIS-NN tree (else $CORTEXM_CMSIS_NN_SRC, else the default location)."),
 )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import click
 
 from cortexm.base.text import json_dumps
@@ -33,10 +32,12 @@ def pins(executorch_src: str | None, as_json: bool) -> int:
         et, nn = data["executorch"], data["cmsis-nn"]
         tc, fvp = data["toolchain"], data["fvp"]["corstone-300"]
         click.echo(f"pin file    {pinmod.pins_path()}")
-        click.echo(f"executorch  {et['version']} at {et['rev']}  nar {et['nar_hash'] or '(not established here, see its provenance)'}")
+        click.echo(f"executorch  {et['version']} at {et['rev']}  nar "
+                   f"{et['nar_hash'] or '(not established here, see its provenance)'}")
         click.echo(f"cmsis-nn    {nn['rev']}  nar {nn['nar_hash']}")
         click.echo(f"toolchain   {tc['name']} {tc['version']} for {', '.join(sorted(tc['files']))}")
-        click.echo(f"fvp         corstone-300 {fvp['version']} for {', '.join(sorted(fvp['files']))} (sha256 {'pinned' if all(f['sha256'] for f in fvp['files'].values()) else 'not established, md5 only'})")
+        click.echo(f"fvp         corstone-300 {fvp['version']} for {', '.join(sorted(fvp['files']))} (sha256 "
+                   f"{'pinned' if all(f['sha256'] for f in fvp['files'].values()) else 'not established, md5 only'})")
         click.echo("wheels      " + ", ".join(f"{n} {w['version']} ({len(w['files'])} files)" for n, w in data["wheels"].items()))
         click.echo("checks:")
         for c in checks:
@@ -49,8 +50,8 @@ def pins(executorch_src: str | None, as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def targets(as_json: bool) -> None:
     """List the cores, their CMSIS-NN backend (as ExecuTorch resolves it) and simulators."""
-    from cortexm.sources.backend_source import upstream_backend
     from cortexm.base.targets import CORES
+    from cortexm.sources.backend_source import upstream_backend
 
     rows = []
     for c in CORES:
@@ -73,12 +74,13 @@ def targets(as_json: bool) -> None:
 @click.command()
 @source_options
 @click.option("--fetch", is_flag=True, help="Download the pinned trees missing from the default location, checking their hash.")
-@click.option("--hash", "content", is_flag=True, help="Compute the NAR hash of git checkouts too, to compare content with the pin.")
+@click.option("--hash", "content", is_flag=True,
+              help="Compute the NAR hash of git checkouts too, to compare content with the pin.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def sources(executorch_src: str | None, cmsis_nn_src: str | None, fetch: bool, content: bool, as_json: bool) -> int:
     """Which ExecuTorch and CMSIS-NN trees builds use, and whether they match pins.toml."""
-    from cortexm.sources import pins, trees
     from cortexm import sources as src
+    from cortexm.sources import pins, trees
 
     data = pins.load()
     given = {src.EXECUTORCH: executorch_src, src.CMSIS_NN: cmsis_nn_src}

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from cortexm.base.text import json_dumps
 from cortexm import __version__
 from cortexm.base import children, manifest
 from cortexm.base.errors import CortexmError
 from cortexm.base.progress import Progress
+from cortexm.base.text import json_dumps
 from cortexm.cli.options import (
     EXIT_PROBLEMS,
     cases_timeout_option,
@@ -28,8 +28,8 @@ from cortexm.cli.options import (
     timeout_option,
 )
 from cortexm.report import outputs
-from cortexm.testing import shards
 from cortexm.report.results import Status
+from cortexm.testing import shards
 
 
 def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
@@ -142,7 +142,8 @@ EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
 @click.option("--scope", "scope", multiple=True, metavar="KEY=VALUES",
               help="With --grid exhaustive: a dimension's values in every scope that has it, e.g. spatial=1..6, "
                    "channels=1..17, data=bounds (repeatable).")
-@click.option("--goldens", type=click.Path(file_okay=False), help="Dialect goldens folder (default: the checkout's tests/goldens).")
+@click.option("--goldens", type=click.Path(file_okay=False),
+              help="Dialect goldens folder (default: the checkout's tests/goldens).")
 @click.option("--library", "library_path", help="Kernel library to verify against (default: the runner's own registration).")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report here.")
@@ -177,10 +178,10 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     """Export, check, run and compare every case on each core; print a table per core."""
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
-    from cortexm.sources import backend_source
-    from cortexm.testing import app, crosscore, perf, simulate
     from cortexm.report import writers as report_files
     from cortexm.report.summary import print_changes, print_per_mac, print_summary
+    from cortexm.sources import backend_source
+    from cortexm.testing import app, crosscore, perf, simulate
 
     # Before any work: where the reports go, what the given programs are called, the baseline.
     reports = outputs.check({"--json": json_path, "--junit": junit})
@@ -192,7 +193,8 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     threshold = perf.parse_threshold(max_slowdown)
     earlier = perf.load_baseline(baseline) if baseline else None
     coverage_out = manifest.OwnedFolder(Path(coverage_dir), ".cortexm-coverage.json", "--coverage folder", False,
-                                        "choose another --coverage folder", outputs=("cortex-*/*", "host/*"), offers_force=False) \
+                                        "choose another --coverage folder", outputs=("cortex-*/*", "host/*"),
+                                        offers_force=False) \
         if coverage_dir else None
     for pte in ptes:
         _given_name(Path(pte))
@@ -359,8 +361,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     is in use (--executorch-src), else the installed executorch's.
     """
     from cortexm import sources
-    from cortexm.sources import backend_source
     from cortexm.report import table
+    from cortexm.sources import backend_source
     from cortexm.testing import upstream
 
     reports = outputs.check({"--json": json_path, "--junit": junit}, kind="upstream")
@@ -443,7 +445,8 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
 @click.option("--cmsis-nn-src")
 @timeout_option
 @shard_option
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the samples' results as a `test --json` report.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the samples' results as a `test --json` report.")
 def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch_src, cmsis_nn_src, timeout, shard,
           json_path) -> int:
     """Seeded random samples of OP's parameters, checked against the reference and across cores.
@@ -453,9 +456,9 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
     that `cortexm test --cases FILE` runs.
     """
     from cortexm.cases.space import space
+    from cortexm.report import writers as report_files
     from cortexm.sources import backend_source
     from cortexm.testing import cache, simulate
-    from cortexm.report import writers as report_files
     from cortexm.testing import sweep as sweeps
 
     space(op)  # an unknown operator fails before anything is built

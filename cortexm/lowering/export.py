@@ -133,8 +133,8 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
 
     from cortexm.checking import constants
     from cortexm.lowering import dialect, provenance
-    from cortexm.semantic import realinputs
     from cortexm.pte import parse
+    from cortexm.semantic import realinputs
 
     quantized = source if isinstance(source, Quantized) else quantize(source, layout)
     bundle = quantized.bundle
@@ -159,12 +159,12 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
 
     in_qparams, out_qparams = _io_qparams(program)
     inputs_meta, input_bytes = [], []
-    for k, (tensor, index) in enumerate(zip(bundle.example_inputs, plan.inputs)):
+    for k, (tensor, index) in enumerate(zip(bundle.example_inputs, plan.inputs, strict=False)):
         tv = plan.values[index]
         input_bytes.append(references.laid_out(tensor, tv.dim_order))
         inputs_meta.append(_io_entry(tv, f"{bundle.name}.input-{k}.bin", in_qparams.get(k)))
     outputs_meta, ref_bytes = [], []
-    for k, (tensor, index) in enumerate(zip(reference, plan.outputs)):
+    for k, (tensor, index) in enumerate(zip(reference, plan.outputs, strict=False)):
         tv = plan.values[index]
         ref_bytes.append(references.laid_out(tensor, tv.dim_order))
         entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
@@ -220,7 +220,7 @@ class KnownFailure(CortexmError):
     """Lowering failed as a case's known upstream defect says it will."""
 
 
-def lowered_texts(bundle: ModelBundle, cores: list[Core]) -> dict[str, "str | KnownFailure"]:
+def lowered_texts(bundle: ModelBundle, cores: list[Core]) -> dict[str, str | KnownFailure]:
     """Lower `bundle` for each core (quantized and taken to the edge dialect once) and render
     each; core name -> its text, or the KnownFailure a case's known defect expects."""
     from cortexm import cases
@@ -272,8 +272,8 @@ def place_solved(quantized: Quantized, edge=None) -> None:
 
     from cortexm.base import targets
     from cortexm.cases import data, solve
-    from cortexm.oracle.reference import evaluate
     from cortexm.oracle.backends import kernels_for
+    from cortexm.oracle.reference import evaluate
     from cortexm.pte import parse
 
     bundle = quantized.bundle

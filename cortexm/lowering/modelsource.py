@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from cortexm import cases
-from cortexm.cases.data import CALIBRATION_SAMPLES, like
 from cortexm.base.errors import CortexmError
+from cortexm.cases.data import CALIBRATION_SAMPLES, like
 
 
 @dataclass
@@ -177,7 +177,7 @@ def _calibration(samples: Any, inputs: tuple, where: str) -> list[tuple]:
     for k, sample in enumerate(calibration):
         if len(sample) != len(inputs) or not all(isinstance(t, torch.Tensor) for t in sample):
             raise CortexmError(f"{what}; sample {k} is not")
-        bad = next((i for i, (t, x) in enumerate(zip(sample, inputs)) if t.shape != x.shape), None)
+        bad = next((i for i, (t, x) in enumerate(zip(sample, inputs, strict=True)) if t.shape != x.shape), None)
         if bad is not None:
             raise CortexmError(f"{where}: calibration sample {k} input {bad} has shape {list(sample[bad].shape)}, "
                                f"the example input {list(inputs[bad].shape)}")

@@ -165,7 +165,7 @@ def _crafted_inputs(bundle: ModelBundle, quantized) -> tuple:
 
     placeholders = [n for n in quantized.graph.nodes if n.op == "placeholder"]
     crafted = []
-    for k, (node, tensor) in enumerate(zip(placeholders, bundle.example_inputs)):
+    for k, (node, tensor) in enumerate(zip(placeholders, bundle.example_inputs, strict=False)):
         quant = next((u for u in node.users if "quantize_per_tensor" in str(u.target)
                       and "dequantize" not in str(u.target)), None)
         if quant is None:

@@ -40,8 +40,8 @@ def reference(pte: bytes, bundle: ModelBundle, core: Core, lowered,
 def without_helium(pte: bytes, bundle: ModelBundle, core: Core) -> list[str] | None:
     """Digests of the integer reference's outputs with the scalar loops in place of
     ExecuTorch's Helium ones (cortexm.oracle.helium), for a core that runs them."""
-    from cortexm.oracle.reference import integer_reference
     from cortexm.oracle.backends import kernels_for
+    from cortexm.oracle.reference import integer_reference
     from cortexm.pte.tensors import digests
 
     if kernels_for(core.backend) == kernels_for(core.backend, helium=False):
@@ -92,7 +92,7 @@ def semantic(bundle: ModelBundle, core: Core, lowered, plan, calls: list, refere
     record["program_outputs"] = [{k: e[k] for k in ("shape", "dtype", "dim_order")} for e in outputs_meta]
     record["model_outputs"] = lowered.signature
     raw = [laid_out(m, e["dim_order"]) if list(m.shape) == e["shape"] else b""
-           for m, e in zip(model_outputs, outputs_meta)]
+           for m, e in zip(model_outputs, outputs_meta, strict=False)]
     record["models"] = {kind: f"{bundle.name}.{kind}.pt2" for kind in lowered.models}
     record["outputs"] = [f"{bundle.name}.model-{k}.bin" if data else None for k, data in enumerate(raw)]
     return record, raw
@@ -108,7 +108,7 @@ def _call_arguments(points: list[dict], plan) -> None:
         op, call = calls.get(point.get("call"), (None, None))
         names = library.arguments_for(op.qualified_name, len(call.args), library.installed()) if call else None
         if names:
-            point["call_args"] = {name: plan.values[index] for name, index in zip(names, call.args)
+            point["call_args"] = {name: plan.values[index] for name, index in zip(names, call.args, strict=False)
                                   if isinstance(plan.values[index], (int, float)) and not isinstance(plan.values[index], bool)}
 
 

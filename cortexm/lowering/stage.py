@@ -7,7 +7,6 @@ from cortexm.base.targets import Core
 from cortexm.lowering import decisions
 from cortexm.lowering.modelsource import ModelBundle
 
-
 # Told each stage as it starts (`cortexm export` shows them): a first export spends minutes
 # in stages that print nothing of their own.
 STAGE_LISTENERS: list = []

@@ -99,11 +99,12 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
     files.append((folder / sidecar["dialect"], result.dialect.encode()))
     if result.isolated is not None:
         files.append((folder / sidecar["isolated"], result.isolated))
-    files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs)]
-    files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references)]
+    files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs, strict=True)]
+    files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references, strict=True)]
     if sidecar.get("semantic"):
         files += [(folder / name, result.models[kind]) for kind, name in sidecar["semantic"]["models"].items()]
-        files += [(folder / name, data) for name, data in zip(sidecar["semantic"]["outputs"], result.model_outputs) if name]
+        files += [(folder / name, data)
+                  for name, data in zip(sidecar["semantic"]["outputs"], result.model_outputs, strict=True) if name]
     sidecar[manifest.KEY] = manifest.of_data({p.name: data for p, data in files})
     _atomic_write(files + [(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())])
     for stale in set(before) - {p.name for p, _ in files} - {sidecar_file.name}:

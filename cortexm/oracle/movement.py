@@ -52,6 +52,6 @@ def pad(args: dict, out: Tensor) -> np.ndarray:
     require(min(pre[:MAX_RANK] + post[:MAX_RANK]) >= 0, op, "negative padding")
     sizes = [x.shape[d] for d in CHANNELS_LAST] if is_channels_last(x) else list(x.shape)
     dims = [1] * (MAX_RANK - rank) + sizes
-    padded = np.pad(memory(x).reshape(dims), list(zip(pre[:MAX_RANK], post[:MAX_RANK])),
+    padded = np.pad(memory(x).reshape(dims), list(zip(pre[:MAX_RANK], post[:MAX_RANK], strict=False)),
                     constant_values=int(fp.wrap8(args["pad_value"])))
     return from_memory(padded.reshape(-1), out)

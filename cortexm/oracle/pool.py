@@ -60,7 +60,7 @@ def _avg_pool2d(args: dict, out: Tensor, nhwc: bool) -> np.ndarray:
     x = args["input"]
     n, h, w, c = dims(x, nhwc)
     _, oh, ow, _ = dims(out, nhwc)
-    expected = tuple(_output_size(*a, args["ceil_mode"]) for a in zip((h, w), kernel, stride, padding))
+    expected = tuple(_output_size(*a, args["ceil_mode"]) for a in zip((h, w), kernel, stride, padding, strict=False))
     require((oh, ow) == expected, op, f"output shape mismatch - actual: {(oh, ow)} expected: {expected}")
     sums = np.zeros((n, oh, ow, c), np.int64)
     counts = np.zeros((1, oh, ow, 1), np.int64)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cortexm.sources import backend_source
 from cortexm.base.errors import CortexmError
 from cortexm.pte.program import SCALAR_TYPES
+from cortexm.sources import backend_source
 
 
 def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "forward",
@@ -45,7 +45,7 @@ def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "f
     values: list = [_value(v.val, constants, memory, torch) for v in plan.values]
     if len(inputs) != len(plan.inputs):
         raise CortexmError(f"{pte}: the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
-    for k, (data, index) in enumerate(zip(inputs, plan.inputs)):
+    for k, (data, index) in enumerate(zip(inputs, plan.inputs, strict=True)):
         target = values[index]
         given = torch.from_numpy(np.array(data, copy=True))
         if tuple(given.shape) != tuple(target.shape) or given.dtype != target.dtype:
@@ -90,7 +90,7 @@ def integer_reference(pte: str | Path | bytes, inputs: list[np.ndarray], backend
         ours = result if scalar_loops[name] is kernels[name] else scalar_loops[name](args, out)
         try:
             theirs = operators_py(name, args)
-        except Exception as e:  # noqa: BLE001 - operators.py raises whatever torch raises
+        except Exception as e:  # operators.py raises whatever torch raises
             theirs = e
         diff = upstream.compare_call(name, args, ours, theirs)
         if diff is not None:
@@ -137,7 +137,7 @@ def _call_kernel(kernel, name: str, overload: str, given: list, orders: list, va
         raise CortexmError(f"{name}.{overload}: the program passes {len(given)} values, "
                            f"the installed schema takes {len(arguments) + 1}")
     args, out = {}, None
-    for argument, value, order in zip(arguments, given, orders):
+    for argument, value, order in zip(arguments, given, orders, strict=False):
         value = _resolve(value, values)
         if isinstance(value, torch.Tensor):
             value = Tensor(value.numpy().copy(), order)
@@ -254,7 +254,7 @@ def _call(name: str, overload: str, given: list, values: list, torch) -> None:
         raise CortexmError(f"{name}.{overload}: the program passes {len(given)} values, "
                            f"the installed schema takes {len(arguments) + 1}")
     args, kwargs, outs = [], {}, {}
-    for argument, value in zip(arguments, given):
+    for argument, value in zip(arguments, given, strict=False):
         value = _typed(argument, _resolve(value, values), torch)
         if argument.alias_info is not None and argument.alias_info.is_write:
             outs[argument.name] = value
@@ -269,9 +269,9 @@ def _call(name: str, overload: str, given: list, values: list, torch) -> None:
         if "kernel" not in str(e).lower() and "implement" not in str(e).lower():
             raise CortexmError(f"{name}.{overload}: {str(e).splitlines()[0]}") from None
     # No kernel for the out variant (cortex_m defines Python implementations of the functional one).
-    result = getattr(packet, "default")(*args, **kwargs)
+    result = packet.default(*args, **kwargs)
     results = result if isinstance(result, (tuple, list)) else [result]
-    for out, value in zip(outs.values(), results):
+    for out, value in zip(outs.values(), results, strict=False):
         out.copy_(value)
 
 

@@ -120,7 +120,7 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("max pool padding over half the kernel", ("quantized_max_pool2d", "quantized_max_pool2d_nhwc"),
             "arm_max_pool_s8 takes any padding (a window with no element keeps the output's memory); "
             "operators.py calls F.max_pool2d, which refuses padding > kernel / 2. Allowed: operators.py raising then.",
-            raises_when=lambda args: any(p > k // 2 for p, k in zip(args["padding"], args["kernel_size"]))),
+            raises_when=lambda args: any(p > k // 2 for p, k in zip(args["padding"], args["kernel_size"], strict=False))),
     Finding("dilated convolution not evaluable", CONVS,
             "operators.py calls F.conv2d on int32 tensors; torch has no integer dilated convolution on the CPU "
             "(slow_conv_dilated). Allowed: operators.py raising when dilation is not [1, 1].",

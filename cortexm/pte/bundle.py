@@ -78,7 +78,7 @@ class Bundle:
         return self._program
 
     @classmethod
-    def open(cls, pte: str | Path) -> "Bundle":
+    def open(cls, pte: str | Path) -> Bundle:
         pte = Path(pte)
         return cls(pte, read_sidecar(pte))
 

@@ -17,7 +17,8 @@ the host build on any misaligned load).
 from __future__ import annotations
 
 import struct
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -29,8 +29,8 @@ or misbehave when it runs (said at the check). Operator registration is
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from cortexm.pte.program import (
     SCALAR_TYPES,
@@ -332,7 +332,8 @@ def _mutable_problems(program: Program, where: str, t: TensorValue) -> Iterator[
         have = 0 if mutable[0].offsets is None else len(mutable[0].offsets)
         yield _invalid(f"{where}: initial data index {index}, the mutable data segment has {have} entries")
     elif mutable[0].segment_index >= len(program.segments):
-        yield _invalid(f"{where}: the mutable data segment is segment {mutable[0].segment_index}, the program has {len(program.segments)}")
+        yield _invalid(f"{where}: the mutable data segment is segment {mutable[0].segment_index}, the program has "
+                       f"{len(program.segments)}")
     else:
         offset = mutable[0].offsets[index]
         size = program.segments[mutable[0].segment_index][1]

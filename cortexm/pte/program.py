@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Union
 
 from cortexm.base.errors import CortexmError
 from cortexm.pte.flatbuffer import FlatbufferError, Table, root
@@ -107,7 +106,8 @@ class TensorValue:
 
     def describe(self) -> str:
         shape = ",".join(str(s) for s in self.sizes)
-        order = "" if self.dim_order == tuple(range(len(self.sizes))) else " channels_last" if self.is_channels_last else f" dim_order={list(self.dim_order)}"
+        contiguous = self.dim_order == tuple(range(len(self.sizes)))
+        order = "" if contiguous else " channels_last" if self.is_channels_last else f" dim_order={list(self.dim_order)}"
         return f"{self.dtype}[{shape}]{order}"
 
 
@@ -127,7 +127,7 @@ class BadValue:
 
 
 # A value of the program's value table.
-Value = Union[None, bool, int, float, str, TensorValue, ListValue, BadValue, tuple]
+Value = None | bool | int | float | str | TensorValue | ListValue | BadValue | tuple
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class BadInstruction:
         return "invalid"
 
 
-Instruction = Union[KernelCall, DelegateCall, OtherInstruction, BadInstruction]
+Instruction = KernelCall | DelegateCall | OtherInstruction | BadInstruction
 
 
 @dataclass(frozen=True)

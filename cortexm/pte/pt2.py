@@ -84,8 +84,7 @@ def check(data: bytes, name: str = "model") -> None:
 def load(data: bytes):
     """The torch.export program in `data`, which `check` has passed. Needs torch."""
     import torch
-
-    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers the quantize ops the model calls
+    import torch.ao.quantization.fx._decomposed  # registers the quantize ops the model calls
 
     return torch.export.load(io.BytesIO(data))
 
@@ -263,5 +262,6 @@ def _treespec(text) -> None:
     while todo:
         node = todo.pop()
         if not isinstance(node, dict) or node.get("type") not in _TREESPEC_TYPES:
-            raise NotData(f"its input or output structure has type {str(node.get('type') if isinstance(node, dict) else node)[:60]!r}")
+            raise NotData(f"its input or output structure has type "
+                          f"{str(node.get('type') if isinstance(node, dict) else node)[:60]!r}")
         todo += node.get("children_spec") or []

@@ -5,8 +5,8 @@ says what it holds), read by every stage after the lowering, and how reports nam
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cache
 from pathlib import Path
-from functools import lru_cache
 from typing import Any, get_args, get_type_hints
 
 from cortexm.base import files
@@ -59,7 +59,7 @@ class Sidecar:
     written: dict | None = None  # the manifest of the bundle's files (cortexm.base.manifest.KEY)
 
     @classmethod
-    def of(cls, data: dict, where: str = "the sidecar") -> "Sidecar":
+    def of(cls, data: dict, where: str = "the sidecar") -> Sidecar:
         """The sidecar `data` (parsed JSON, or what an export made), its fields' types checked."""
         values: dict[str, Any] = {"raw": data}
         for f in fields(cls):
@@ -75,7 +75,7 @@ class Sidecar:
 
 
 _JSON = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "an object", list: "an array"}
-@lru_cache(maxsize=None)
+@cache
 def _kind(name: str) -> type:
     """The JSON type Sidecar's field `name` must have: the one its annotation names besides None."""
     hint = get_type_hints(Sidecar)[name]

@@ -65,7 +65,8 @@ def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, 
         diff = np.round(diff, 3)  # float rounding of dequantized values, not a real difference
     order = np.argsort(diff, axis=None)[::-1][:worst]
     worst_list = [
-        (tuple(int(i) for i in np.unravel_index(flat, diff.shape)), float(actual.flat[flat]), float(reference.flat[flat]), float(diff.flat[flat]))
+        (tuple(int(i) for i in np.unravel_index(flat, diff.shape)), float(actual.flat[flat]), float(reference.flat[flat]),
+         float(diff.flat[flat]))
         for flat in order if diff.flat[flat] > 0
     ]
     return OutputDiff(index, float(diff.max()) if diff.size else 0.0, int((diff > 0).sum()), int(diff.size), worst_list)

@@ -5,7 +5,8 @@ runner's flash and RAM from cortexm.firmware.size."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table

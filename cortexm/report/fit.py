@@ -103,8 +103,8 @@ def parse_memory_line(log: str) -> dict[str, int]:
 def needs(pte, elf: Path, log: str) -> list[Need]:
     """Every need of `pte` (a path, or the Program parsed already) on the runner `elf`, from the
     run whose log is `log`."""
-    from cortexm.pte import load
     from cortexm.firmware.size import RESERVED, footprint
+    from cortexm.pte import load
 
     measured = parse_memory_line(log)
     found = footprint(elf, elf.with_suffix(".map"))
@@ -141,7 +141,7 @@ def place(needs_: list[Need], profile: Profile, steps: int = SEARCH_STEPS) -> Ve
                                                                     int(none_fits))
     regions = [Region(name, size, holds) for name, size, holds in profile.regions]
     unplaced = []
-    for need, k in zip(order, choice):
+    for need, k in zip(order, choice, strict=True):
         if k is None:
             unplaced.append(need)
             continue
@@ -176,7 +176,8 @@ class _Search:
         self.bounds = []  # U's regions, and for each i the bytes of needs i.. that only U may hold less U's size
         for union in sorted(unions):
             inside = [k for k in range(len(regions)) if union >> k & 1]
-            only = [size if all(union >> k & 1 for k in allowed) else 0 for size, allowed in zip(self.sizes, self.allowed)]
+            only = [size if all(union >> k & 1 for k in allowed) else 0
+                    for size, allowed in zip(self.sizes, self.allowed, strict=True)]
             excess = list(accumulate(reversed(only), initial=-sum(self.capacity[k] for k in inside)))[::-1]
             self.bounds.append((inside, excess))
         self.budget = steps
@@ -188,7 +189,7 @@ class _Search:
         """Each need in the first region that holds it and has room (None: none has)."""
         loads = [0] * len(self.capacity)
         choice: list[int | None] = []
-        for size, allowed in zip(self.sizes, self.allowed):
+        for size, allowed in zip(self.sizes, self.allowed, strict=True):
             k = next((k for k in allowed if loads[k] + size <= self.capacity[k]), None)
             if k is not None:
                 loads[k] += size
@@ -207,7 +208,7 @@ class _Search:
         return self.best_choice
 
     def left_out(self, choice: list[int | None]) -> int:
-        return sum(size for size, k in zip(self.sizes, choice) if k is None)
+        return sum(size for size, k in zip(self.sizes, choice, strict=True) if k is None)
 
     def bound(self, i: int, loads: list[int]) -> int:
         """Bytes that needs i.. leave without room at least, with the regions so loaded."""

@@ -18,14 +18,14 @@ def merge_reports(reports: list[dict], names: list[str] | None = None) -> tuple[
     names = names or [f"report {i + 1}" for i in range(len(reports))]
     if not reports:
         raise CortexmError("no reports to merge")
-    for name, report in zip(names, reports):
+    for name, report in zip(names, reports, strict=True):
         if not isinstance(report, dict) or not {"meta", "results"} <= set(report) or not isinstance(report["meta"], dict):
             raise CortexmError(f"{name}: not a `cortexm test --json` report")
         if report["meta"].get("interrupted"):
             raise CortexmError(f"{name}: its run was interrupted, so it holds only some of its cases; run it again")
     first = reports[0]["meta"]
     for key in ("cores", "sim", "cortexm", "lowering", "run"):
-        for name, report in zip(names[1:], reports[1:]):
+        for name, report in zip(names[1:], reports[1:], strict=True):
             if report["meta"].get(key) != first.get(key):
                 raise CortexmError(f"{name}: its {key} ({report['meta'].get(key)!r}) differs from {names[0]}'s "
                                    f"({first.get(key)!r}); shards of one run share it")
@@ -33,7 +33,7 @@ def merge_reports(reports: list[dict], names: list[str] | None = None) -> tuple[
     results: list[CaseResult] = []
     checks: list[CrossCore] = []
     seen: dict[tuple[str, str], str] = {}
-    for name, report in zip(names, reports):
+    for name, report in zip(names, reports, strict=True):
         for row in report["results"]:
             pair = (row["case"], row["core"])
             if pair in seen:
@@ -52,11 +52,11 @@ def _check_complete(reports: list[dict], names: list[str]) -> None:
     """The reports are one run's shards, each once, none missing (or one unsharded report): a
     merge that lacks a shard would pass the cases it never ran."""
     if any(not r["meta"].get("run") for r in reports):
-        name = next(n for n, r in zip(names, reports) if not r["meta"].get("run"))
+        name = next(n for n, r in zip(names, reports, strict=True) if not r["meta"].get("run"))
         raise CortexmError(f"{name}: records no run identity (an older cortexm wrote it), so its shards cannot be "
                            "told complete; run it again")
     labels: dict[str, str] = {}
-    for name, report in zip(names, reports):
+    for name, report in zip(names, reports, strict=True):
         label = report["meta"].get("shard") or "whole"
         if label in labels:
             raise CortexmError(f"{name}: shard {label} is given twice (also {labels[label]}): the shards overlap")

@@ -194,7 +194,7 @@ def _tensor_bytes(plan: ExecutionPlan, n: int, call: CallCost) -> None:
     args = list(ins.args[:-1]) if names else list(ins.args)
     roles = list(names) if names else ["in"] * (len(args) - 1) + ["out"]
     seen: set[int] = set()
-    for index, name in zip(args, roles):
+    for index, name in zip(args, roles, strict=False):
         for value_index, value in _tensors(plan, index):
             if value_index in seen:
                 continue

@@ -150,4 +150,5 @@ class CrossCore:
         tail = f" (expected: {self.expected})" if self.expected else (
             f" (each core as its own integer reference predicts: the variants compute differently; {self.mechanism})"
             if self.predicted else "")
-        return f"{'DIFF' if self.expected else 'FAIL'} {self.case}: cores disagree [{split}]; first at {self.first_difference}{tail}"
+        verdict = "DIFF" if self.expected else "FAIL"
+        return f"{verdict} {self.case}: cores disagree [{split}]; first at {self.first_difference}{tail}"

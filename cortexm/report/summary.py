@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from cortexm.report import console, table
 from cortexm.report.accuracy import print_evaluation
-from cortexm.report.writers import grid_coverage
 from cortexm.report.results import Status
+from cortexm.report.writers import grid_coverage
 
 
 def print_summary(results, checks, options, elapsed: float) -> None:
@@ -41,7 +41,8 @@ def print_summary(results, checks, options, elapsed: float) -> None:
               [[c.case, ", ".join(c.cores), _cross_core_cell(c)] for c in checks if c.case not in exhaustive or c.failed],
               title="cross-core (same case, every core's runner)")
         out.print(f"cross-core: {sum(c.agree for c in checks)} bit-identical, {sum(c.failed for c in checks)} differ"
-                  + (f", {sum(not c.agree and not c.failed for c in checks)} differ as expected" if any(c.expected for c in checks) else ""))
+                  + (f", {sum(not c.agree and not c.failed for c in checks)} differ as expected"
+                     if any(c.expected for c in checks) else ""))
         out.print()
     _deployments([r for r in results if r.deployment], options)
     _dead_constants(results)
@@ -80,8 +81,8 @@ def _deployments(rows, options) -> None:
     on the board and what it keeps of its float model's accuracy."""
     from pathlib import Path
 
-    from cortexm.firmware.size import RESERVED, footprint
     from cortexm.checking.macs import call_macs
+    from cortexm.firmware.size import RESERVED, footprint
 
     if not rows:
         return
@@ -90,7 +91,7 @@ def _deployments(rows, options) -> None:
         runner = getattr(simulator, "runner", None)
         try:
             found = footprint(Path(runner.elf), Path(runner.elf).with_suffix(".map")) if runner else None
-        except Exception:  # noqa: BLE001 - a host build has no map: no sizes, the rest still shows
+        except Exception:  # a host build has no map: no sizes, the rest still shows
             found = None
         if found is not None:
             reserved = sum(c.ram for c in found.components if c.name in set(RESERVED.values()))

@@ -51,7 +51,7 @@ def draw(calibration: list[tuple], name: str, count: int = SAMPLES) -> list[tupl
     while len(samples) < count and calibration:
         a, b = (int(i) for i in torch.randint(len(calibration), (2,), generator=generator))
         weight = float(torch.rand((), generator=generator))
-        samples.append(tuple((x + weight * (y - x)).to(x.dtype) for x, y in zip(calibration[a], calibration[b])))
+        samples.append(tuple((x + weight * (y - x)).to(x.dtype) for x, y in zip(calibration[a], calibration[b], strict=False)))
     return samples
 
 
@@ -75,7 +75,7 @@ def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple],
             entry = points.setdefault(node, [ops, 0.0, 0.0])
             entry[1] += s
             entry[2] += n
-        for k, (ours, ref) in enumerate(zip(program, reference)):
+        for k, (ours, ref) in enumerate(zip(program, reference, strict=False)):
             ref = ref.detach().contiguous().numpy().astype(np.float64)
             ours = np.asarray(ours, dtype=np.float64)
             while len(signal) <= k:
@@ -93,7 +93,7 @@ def measure(pte: bytes, backend: str, quantized, floating, samples: list[tuple],
                 if k in tops or not tops:
                     tops.setdefault(k, []).append((ref.argmax(axis=1), ours.argmax(axis=1), ref.shape[1]))
     outputs = [{"sqnr_db": _db(s, n), "top1": {"agree": a[0], "of": a[1]} if a[1] else None}
-               for s, n, a in zip(signal, noise, agree)]
+               for s, n, a in zip(signal, noise, agree, strict=True)]
     record = {"samples": len(samples), "outputs": outputs,
               "points": [{"node": node, "model_ops": ops, "sqnr_db": _db(s, n)} for node, (ops, s, n) in points.items()]}
     if labels is not None:

@@ -144,7 +144,7 @@ def samples(evaluation: EvalSet, examples: tuple) -> list[tuple]:
         raise CortexmError(f"it holds {len(evaluation.inputs)} input{'s' if len(evaluation.inputs) != 1 else ''}, "
                            f"the model takes {len(examples)}")
     columns = []
-    for k, (arrays, example) in enumerate(zip(evaluation.inputs, examples)):
+    for k, (arrays, example) in enumerate(zip(evaluation.inputs, examples, strict=True)):
         shape = list(example.shape)
         stacks = [_stack(a, shape, k) for a in arrays]
         columns.append(np.concatenate(stacks) if len(stacks) > 1 else stacks[0])
@@ -152,7 +152,7 @@ def samples(evaluation: EvalSet, examples: tuple) -> list[tuple]:
     if len(counts) != 1:
         raise CortexmError(f"its inputs hold {', '.join(str(len(c)) for c in columns)} samples: one count for all inputs")
     tensors = []
-    for k, (column, example) in enumerate(zip(columns, examples)):
+    for k, (column, example) in enumerate(zip(columns, examples, strict=True)):
         dtype = example.dtype
         if not dtype.is_floating_point:
             cast = column.astype(torch.empty((), dtype=dtype).numpy().dtype)
@@ -164,7 +164,7 @@ def samples(evaluation: EvalSet, examples: tuple) -> list[tuple]:
     channels_last = [t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
                      for t in examples]
     return [tuple(t[n].contiguous(memory_format=torch.channels_last) if last else t[n].contiguous()
-                  for t, last in zip(tensors, channels_last)) for n in range(counts.pop())]
+                  for t, last in zip(tensors, channels_last, strict=True)) for n in range(counts.pop())]
 
 
 def _stack(array: np.ndarray, shape: list[int], k: int) -> np.ndarray:

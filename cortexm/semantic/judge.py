@@ -29,7 +29,7 @@ class Tolerance:
     # Where a CMSIS-NN variant's core computes otherwise: backend ("MVE") -> (lsb, why).
     variants: tuple[tuple[str, int, str], ...] = ()
 
-    def on(self, backend: str | None) -> "Tolerance":
+    def on(self, backend: str | None) -> Tolerance:
         for name, lsb, why in self.variants:
             if name == backend:
                 return Tolerance(lsb, why)
@@ -115,7 +115,7 @@ def signature_mismatches(semantic: dict) -> list[str]:
     differ where the input's layout is ambiguous: one channel, a size-1 dim)."""
     lines = []
     eager = semantic.get("eager_dim_orders") or []
-    for k, (ours, model) in enumerate(zip(semantic.get("program_outputs", []), semantic.get("model_outputs", []))):
+    for k, (ours, model) in enumerate(zip(semantic.get("program_outputs", []), semantic.get("model_outputs", []), strict=False)):
         if model is None:  # not a tensor in the model's graph
             continue
         layouts = [model["dim_order"], *(eager[k] if k < len(eager) else [])]

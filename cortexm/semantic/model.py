@@ -85,7 +85,7 @@ def judge_trace(module, float_module, inputs: tuple, trace: list[tuple], outputs
     made_from = {c.get("instruction"): c.get("node") for c in provenance or [] if isinstance(c, dict)}
     given = [Call(None, f"input {k}", t.detach().contiguous().numpy()) for k, t in enumerate(inputs)]
     calls = [Call(n, op, value, made_from.get(n)) for n, op, _, value in trace]
-    written = {index: call for (_, _, index, _), call in zip(trace, calls)}
+    written = {index: call for (_, _, index, _), call in zip(trace, calls, strict=True)}
     record, model_outputs = compare(module, float_module, inputs, given + calls,
                                     outputs, [written.get(index) for index in output_indices], scales, backend)
     if not trace:
@@ -107,7 +107,7 @@ def compare(module, float_module, inputs: tuple, calls: list[Call], outputs: lis
         floats = _as_list(float_module(*inputs)) if float_module is not None else []
     points = list(forced.points)
     drift, model_floats = [], []
-    for k, (ours, scale) in enumerate(zip(outputs, scales)):
+    for k, (ours, scale) in enumerate(zip(outputs, scales, strict=False)):
         call = output_calls[k] if k < len(output_calls) else None
         model = _numpy(forcedout[k]) if k < len(forcedout) else None
         points.append(_point(f"output {k}", [], call, model, ours, scale or 1.0, backend))
@@ -311,7 +311,7 @@ def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
 def _histogram(diff: np.ndarray) -> dict[str, int]:
     """Elements per difference in whole LSB (what the tolerance table is measured from)."""
     steps, counts = np.unique(np.minimum(np.ceil(diff), HISTOGRAM_TAIL + 1).astype(np.int64), return_counts=True)
-    return {(str(int(s)) if s <= HISTOGRAM_TAIL else f">{HISTOGRAM_TAIL}"): int(c) for s, c in zip(steps, counts)}
+    return {(str(int(s)) if s <= HISTOGRAM_TAIL else f">{HISTOGRAM_TAIL}"): int(c) for s, c in zip(steps, counts, strict=True)}
 
 
 def _drift(model: np.ndarray, ours: np.ndarray, scale: float | None) -> dict:

@@ -43,15 +43,15 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
 def _load(bundle, name: str):
     """A model the export saved (torch.export), as a module to run: its bytes checked against
     the bundle's manifest, then as data, then given to torch."""
-    from cortexm.sources.backend_source import quiet_lowering_imports
     from cortexm.pte import pt2
+    from cortexm.sources.backend_source import quiet_lowering_imports
 
     data = bundle.read(name)
     pt2.check(data, name)
     quiet_lowering_imports()
     try:
         return pt2.load(data).module()
-    except Exception as e:  # noqa: BLE001 - torch raises whatever its deserializer meets
+    except Exception as e:  # torch raises whatever its deserializer meets
         raise CortexmError(f"{name}: not a model torch can load ({type(e).__name__}); export the model again") from None
 
 
@@ -60,7 +60,7 @@ def _model_inputs(inputs: list[np.ndarray], sidecar: Sidecar) -> tuple:
     import torch
 
     tensors = []
-    for x, entry in zip(inputs, sidecar.inputs):
+    for x, entry in zip(inputs, sidecar.inputs, strict=False):
         t = torch.from_numpy(np.ascontiguousarray(x))
         if t.dim() == 4 and list(entry.get("dim_order", [])) == [0, 2, 3, 1]:
             t = t.to(memory_format=torch.channels_last)

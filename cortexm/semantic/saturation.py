@@ -41,7 +41,8 @@ def count(node, value, counts: dict) -> None:
     low, high = (qmin - zero_point) * scale, (qmax - zero_point) * scale
     wide = x.to(torch.float64)
     error = torch.where(clipped, wide - wide.clamp(low, high), torch.zeros_like(wide))
-    entry = counts.setdefault(node.name, {"model_ops": model_ops(node), "range": [low, high], "span": [float("inf"), float("-inf")],
+    entry = counts.setdefault(node.name, {"model_ops": model_ops(node), "range": [low, high],
+                                          "span": [float("inf"), float("-inf")],
                                           "clipped": 0, "of": 0, "signal": 0.0, "error": 0.0})
     entry["span"] = [min(entry["span"][0], float(x.min())), max(entry["span"][1], float(x.max()))]
     entry["clipped"] += int(clipped.sum())

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Protocol
 
 from cortexm.base.errors import CortexmError
+from cortexm.base.targets import Core
 from cortexm.sim.fvp import Fvp
 from cortexm.sim.host import Host
 from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, command_line, output_path  # noqa: F401
 from cortexm.sim.qemu import Qemu
-from cortexm.base.targets import Core
 
 NAMES = ("qemu", "fvp", "host-asan")
 

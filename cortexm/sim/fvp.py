@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
-from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, MAX_COMMAND_LINE, SimResult, run_process
 from cortexm.base.targets import CORES, Core
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, MAX_COMMAND_LINE, SimResult, run_process
 
 FVP_ENV = "CORTEXM_FVP"
 # FVP model -> board support folder (fvp/boards) of code linked for it.
@@ -50,7 +50,8 @@ class Fvp:
     def command(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float) -> list[str]:
         command_line = " ".join(argv)
         if len(command_line) >= MAX_COMMAND_LINE:
-            raise CortexmError(f"the runner's command line is {len(command_line)} characters; the FVP takes fewer than {MAX_COMMAND_LINE}")
+            raise CortexmError(f"the runner's command line is {len(command_line)} characters; the FVP takes fewer than "
+                               f"{MAX_COMMAND_LINE}")
         return [
             self.require(core),
             "-C", "mps3_board.visualisation.disable-visualisation=1",

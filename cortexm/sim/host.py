@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
-from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, run_process
 from cortexm.base.targets import Core
+from cortexm.sim.protocol import DEFAULT_TIMEOUT, SimResult, run_process
 
 # Leaks are not what this looks for: the runner never frees what a run allocates.
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0",
@@ -26,7 +26,7 @@ class Host:
     name = "host-asan"
 
     def board(self, core: Core) -> str:
-        if not core.hosted:
+        if not core.hosted or core.board is None:
             raise CortexmError(f"the host build runs programs for the core `host`, not {core.name}")
         return core.board
 
@@ -81,13 +81,12 @@ def sanitizer_failure(log: str, pte: Path) -> str | None:
         return None
     first = min((m for m in (asan, ubsan) if m), key=lambda m: m.start())
     steps = [m for m in _INSTRUCTION.finditer(log) if m.start() < first.start()]
-    if not steps:
-        where_run = "before the first kernel call"
-        if first is ubsan:
-            return f"UBSan {where_run}: {ubsan.group(2)} ({ubsan.group(1)})"
+    if ubsan is not None and first is ubsan:
+        if not steps:
+            return f"UBSan before the first kernel call: {ubsan.group(2)} ({ubsan.group(1)})"
+        return f"UBSan in {describe(pte, int(steps[-1].group(1)), None)[0]}: {ubsan.group(2)} ({ubsan.group(1)})"
+    assert asan is not None  # the first report is ASan's
     instruction = int(steps[-1].group(1)) if steps else None
-    if first is ubsan:
-        return f"UBSan in {describe(pte, instruction, None)[0]}: {ubsan.group(2)} ({ubsan.group(1)})"
     access, where = _ACCESS.search(log, asan.start()), _WHERE.search(log, asan.start())
     what = f"{access.group(1).lower()} of {access.group(2)} B" if access else "an access"
     region = _REGION.search(log, asan.start())

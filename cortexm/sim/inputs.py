@@ -175,7 +175,8 @@ def c_arrays(text: str) -> Iterator[CArray]:
 
 def c_array(path: Path, name: str | None = None) -> np.ndarray:
     """The numbers of one array initialised in a C/C++ file (the only one, or `name`), flat."""
-    arrays, conditional = {}, set()
+    arrays: dict[str, tuple[type | None, str]] = {}
+    conditional: set[str] = set()
     for array in c_arrays(path.read_text(errors="replace")):
         if (array.ctype in _C_TYPES or array.ctype.startswith("unsigned")) and not array.strings:
             arrays.setdefault(array.name, (_C_TYPES.get(array.ctype), array.body))
@@ -229,7 +230,8 @@ def _layout(values: np.ndarray, value, what: str) -> bytes:
         changed = cast.astype(np.float64) != values.astype(np.float64)
         if changed.any():
             first = values.flat[int(np.argmax(changed))]
-            hint = " (it wants quantized values)" if values.dtype.kind == "f" and value.dtype in ("int8", "uint8", "int16") else ""
+            wants_quantized = values.dtype.kind == "f" and value.dtype in ("int8", "uint8", "int16")
+            hint = " (it wants quantized values)" if wants_quantized else ""
             raise CortexmError(f"{what}: {first!r} does not fit the input's {value.dtype}{hint}")
     return to_raw(cast.reshape(sizes), list(value.dim_order))
 

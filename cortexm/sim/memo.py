@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from cortexm.base import children, entries, trust, writes
@@ -95,7 +95,7 @@ def _executable(found: str) -> str:
     return _identity(real, stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _identity(real: str, _size: int, _mtime: int, _inode: int) -> str:
     """Once per process and binary as it is on disk (the arguments after `real` say which)."""
     digest = hashlib.sha256()
@@ -110,6 +110,6 @@ def _identity(real: str, _size: int, _mtime: int, _inode: int) -> str:
     return f"{digest.hexdigest()}\0{said.strip()}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _code() -> str:
     return identity.files_digest(Path(__file__).resolve().parent)

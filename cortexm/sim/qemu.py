@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 
 from cortexm.base.errors import CortexmError
+from cortexm.base.targets import CORES, Core
 from cortexm.firmware.tools import INSTALL as INSTALL_HINTS
 from cortexm.sim.protocol import DEFAULT_TIMEOUT, GUARD_BYTES, SimResult, run_process
-from cortexm.base.targets import CORES, Core
 
 ICOUNT_SHIFT = 6
 INSTALL = INSTALL_HINTS["qemu-system-arm"]
@@ -41,10 +41,12 @@ class Qemu:
 
     def command(self, elf: Path, core: Core, argv: list[str]) -> list[str]:
         binary = self.require(core)
+        machine = core.qemu_machine
+        assert machine is not None  # require() refused a core QEMU has no board for
         # QEMU splits options at commas; a doubled comma is a literal one.
         args = ",".join(f"arg={a.replace(',', ',,')}" for a in [*argv, "--icount-shift", str(ICOUNT_SHIFT)])
         return [
-            binary, "-M", core.qemu_machine, "-cpu", core.name,
+            binary, "-M", machine, "-cpu", core.name,
             "-nographic", "-monitor", "none", "-serial", "none", "-nic", "none",  # no network for the guest
             "-semihosting-config", f"enable=on,target=native,{args}",
             "-icount", f"shift={ICOUNT_SHIFT}",

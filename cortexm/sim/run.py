@@ -19,18 +19,17 @@ from pathlib import Path
 import numpy as np
 
 from cortexm import sim
-
 from cortexm.base import writes
 from cortexm.base.errors import CortexmError
-from cortexm.pte.bundle import Bundle
-from cortexm.pte.sidecar import read_sidecar
-from cortexm.firmware import Runner, build_runner, suite_ops
-from cortexm.firmware.ops import program_ops
-from cortexm.sim.inputs import read_input
-from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.base.targets import Core
 from cortexm.base.targets import core as core_named
+from cortexm.firmware import Runner, build_runner, suite_ops
+from cortexm.firmware.ops import program_ops
+from cortexm.pte.bundle import Bundle
+from cortexm.pte.program import ExecutionPlan, TensorValue
+from cortexm.pte.sidecar import read_sidecar
 from cortexm.pte.tensors import DTYPES, OutputDiff, compare, reference_outputs, to_logical
+from cortexm.sim.inputs import read_input
 
 # Bytes of a non-tensor input or output as the runner reads and writes it.
 _SCALARS = {bool: (1, np.bool_), int: (8, np.int64), float: (8, np.float64)}
@@ -77,9 +76,10 @@ class RunResult:
     @property
     def within_tolerance(self) -> bool | None:
         """All outputs within the sidecar's qtol of the reference (None: nothing to compare)."""
-        if not self.diffs or self.qtol is None:
+        worst = self.max_diff_lsb
+        if worst is None or self.qtol is None:
             return None
-        return self.max_diff_lsb <= self.qtol
+        return worst <= self.qtol
 
     @property
     def means_the_model(self) -> bool | None:
@@ -124,7 +124,8 @@ def run_pte(
         # The sidecar's references are for its example inputs: both are computed again for these.
         from cortexm.semantic.program import references as references_for
 
-        logical = [from_raw(data, plan.values[index], f"input {k}") for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs))]
+        logical = [from_raw(data, plan.values[index], f"input {k}")
+                   for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs, strict=True))]
         references, semantic = references_for(bundle, plan, logical, core.backend)
     elif sidecar and all(bundle.has(name) for name in bundle.names("references")):
         references, semantic = reference_outputs(bundle), sidecar.semantic
@@ -139,16 +140,17 @@ def run_pte(
 
         raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): "
                        f"{failure_line(result, plan, sidecar, core)}", result)
-    outputs = [from_raw(data, plan.values[index], f"output {k}") for k, (data, index) in enumerate(zip(raw, plan.outputs))]
+    outputs = [from_raw(data, plan.values[index], f"output {k}")
+               for k, (data, index) in enumerate(zip(raw, plan.outputs, strict=False))]
 
     run = RunResult(pte, core, simulator.name, runner, outputs, result, semantic=semantic)
     mismatch = core_mismatch(bundle, core)
     if mismatch:
         run.warnings.append(mismatch)
-    if references is not None:
+    if references is not None and sidecar is not None:  # references come from the sidecar
         run.qtol = sidecar.qtol
         run.diffs = [compare(out, ref, entry, k)
-                     for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar.outputs))]
+                     for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar.outputs, strict=False))]
     if run.semantic is not None:
         from cortexm.semantic.judge import departures
 
@@ -200,7 +202,7 @@ def execute(pte: Path | Bundle, core: Core, simulator: sim.Simulator, runner: Ru
     try:
         folder.mkdir(parents=True, exist_ok=True)
         writes.atomic(folder / sim.protocol.PROGRAM, bundle.data)
-        for name, raw_input in zip(names, data):
+        for name, raw_input in zip(names, data, strict=True):
             writes.atomic(folder / name, raw_input)
         result = simulator.run(runner.elf, core, folder, argv, timeout)
         raw = [] if not result.ok else [_read_output(sim.output_path(folder, k)) for k in range(len(plan.outputs))]

@@ -25,11 +25,11 @@ import logging
 import os
 import sys
 import warnings
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
-from cortexm.base.errors import CortexmError
 from cortexm.base import syntax
+from cortexm.base.errors import CortexmError
 
 PACKAGE = "executorch.backends.cortex_m"
 TREE_SUBDIR = Path("backends") / "cortex_m"
@@ -91,7 +91,8 @@ def _wheel_backend() -> Path | None:
 def tree_backend(tree: Path) -> Path:
     folder = Path(tree) / TREE_SUBDIR
     if not (folder / "passes" / "cortex_m_pass_manager.py").is_file():
-        raise CortexmError(f"{tree}: no {TREE_SUBDIR}/passes/cortex_m_pass_manager.py, not an ExecuTorch tree with the cortex_m backend")
+        raise CortexmError(f"{tree}: no {TREE_SUBDIR}/passes/cortex_m_pass_manager.py, not an ExecuTorch tree with the cortex_m "
+                           "backend")
     return folder
 
 
@@ -229,7 +230,7 @@ def _wheel_version() -> str:
         return "(not installed)"
 
 
-@lru_cache(maxsize=None)
+@cache
 def fingerprint(tree: Path | None, helper: Path | None = None) -> str:
     """Digest of the files the lowering reads from backends/cortex_m: the tree's Python and
     operators.yaml, the wheel's files the tree does not shadow, and the CMSIS-NN module

@@ -12,11 +12,10 @@ import hashlib
 import re
 import subprocess
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from cortexm import sources
-
 from cortexm.sources import nar
 
 
@@ -44,7 +43,7 @@ def _git(path: Path, *args: str) -> bytes:
     return out.stdout if out.returncode == 0 else b""
 
 
-@lru_cache(maxsize=None)
+@cache
 def tree(path: Path, ignore: tuple[str, ...] = ()) -> TreeIdentity:
     """The identity of the tree at `path` (computed once per process; `current` computes it
     again); uncommitted changes of files matching an `ignore` glob (git pathspec, e.g.

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def schema_problem(data: Any, schema: dict = SCHEMA, where: str = "") -> str | N
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(path: Path | None = None) -> dict[str, Any]:
     """The pin file, checked against SCHEMA (one line naming the first key that is wrong)."""
     path = path or pins_path()
@@ -159,7 +159,7 @@ def check_wheel_files(pins: dict[str, Any]) -> list[Check]:
     from cortexm.base.manifest import sha256
 
     checks = []
-    for name, wheel in pins["wheels"].items():
+    for wheel in pins["wheels"].values():
         for entry in wheel["files"].values():
             found = next((f / entry["file"] for f in wheel_folders() if (f / entry["file"]).is_file()), None)
             if found is None:

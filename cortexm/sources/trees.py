@@ -16,11 +16,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexm.base import writes
 from cortexm import sources
-
-from cortexm.sources import nar
+from cortexm.base import writes
 from cortexm.base.errors import CortexmError
+from cortexm.sources import nar
 from cortexm.sources.identity import tree
 
 # $CORTEXM_ARCHIVE_URL, the same template, points at a mirror.
@@ -167,7 +166,8 @@ def _download(url: str, target: Path, task, how_else: str) -> None:
         raise CortexmError(f"{url}: the download stopped at {done} of {total} bytes; nothing installed")
 
 
-def ensure(kind: sources.SourceKind, pins: dict, explicit: str | Path | None, offline: bool, progress=None) -> tuple[Path | None, str]:
+def ensure(kind: sources.SourceKind, pins: dict, explicit: str | Path | None, offline: bool,
+           progress=None) -> tuple[Path | None, str]:
     """The tree of `kind` to build with, fetching the pinned one when there is none (unless
     `offline`), and one line saying what happened ("" when a tree was there already)."""
     found = sources.locate(kind, explicit)

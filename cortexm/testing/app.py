@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from cortexm import cases as case_registry
 from cortexm.base.errors import CortexmError
 from cortexm.base.targets import Core
+from cortexm.report.results import CaseResult
 from cortexm.testing import shards
 from cortexm.testing.casefiles import _registered_by, load_case_file
 from cortexm.testing.checks import check, given_program
 from cortexm.testing.exports import export_all
-from cortexm.report.results import CaseResult
 from cortexm.testing.results import Options
 
 
@@ -130,7 +130,7 @@ def _unpack(results: list[CaseResult], by_name: dict, options: Options, progress
     exported = export_all([(name, core) for name, core, _ in alone], options, progress)
     rerun = _check_all([(case_registry.get(name), core) for name, core, _ in alone], exported, options)
     _count_programs(rerun, options)
-    for r, (_, _, pack) in zip(rerun, alone):
+    for r, (_, _, pack) in zip(rerun, alone, strict=True):
         r.pack = pack
     return done + rerun
 

@@ -22,14 +22,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
 from cortexm.base import entries, files, imports, locks, manifest, trust, writes
 from cortexm.base.errors import InputsChanged, storage_error
-from cortexm.sources import backend_source
-from cortexm.sources import cache_dir
+from cortexm.sources import backend_source, cache_dir
 from cortexm.testing import reads
 
 # The export job and what it imports: the lowering, the cases, the integer reference whose
@@ -47,14 +46,14 @@ def code_files() -> list[Path]:
     return sorted({modules[m] for m in shaping})
 
 
-@lru_cache(maxsize=None)
+@cache
 def _code_fingerprint(lowering_tree: Path | None, helper: Path | None) -> str:
     h = _cortexm_and_torch()
     h.update(backend_source.fingerprint.__wrapped__(lowering_tree, helper).encode())
     return h.hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _quantization_fingerprint(lowering_tree: Path | None) -> str:
     """What a quantized model depends on besides its case: as _code_fingerprint, but of the
     backend only the files whose code quantizes (cortexm.sources.quantizer_files), and not
@@ -126,7 +125,7 @@ def _key(code: str, case: str, core: str, layout: str, case_file: Path | None, f
     return h.hexdigest()[:24]
 
 
-@lru_cache(maxsize=None)
+@cache
 def case_file_digest(case_file: Path) -> str:
     """The content of a case file and of every file of the user's its imports reach, and how
     its other imports resolve (cortexm.base.imports.file_closure); read once per process."""

@@ -57,7 +57,8 @@ def expect(result: CaseResult, known: tuple) -> None:
         else:
             explaining = next(d for d in known if d.explains(*result.failures[0]))
             result.status = Status.XFAIL
-            result.reason = explaining.reason if explaining.name == explaining.reason else f"{explaining.name}: {explaining.reason}"
+            result.reason = (explaining.reason if explaining.name == explaining.reason
+                             else f"{explaining.name}: {explaining.reason}")
     elif result.status in (Status.PASS, Status.NOT_RUN) and any(d.observable(set(result.stages)) for d in known):
         result.status = Status.XPASS
         result.reason = (f"expected to fail ({known[0].name}) but passed: the defect looks fixed "
@@ -132,7 +133,7 @@ def _check(case, core: Core, exported: Path | str, options: Options, result: Cas
     references = reference_outputs(bundle)
     worst_lines = []
     result.max_lsb, result.mismatches, result.elements = 0.0, 0, 0
-    for k, (actual, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar.outputs)):
+    for k, (actual, ref, entry) in enumerate(zip(outcome.outputs, references, sidecar.outputs, strict=False)):
         diff = compare(actual, ref, entry, k)
         result.per_output.append([diff.max_lsb, diff.mismatches, diff.elements])
         result.max_lsb = max(result.max_lsb, diff.max_lsb)
@@ -289,7 +290,7 @@ def _check_memory(bundle: Bundle, simulator, core: Core, options: Options, resul
             return
         runs.append(outcome.outputs)
     result.seconds["memory"] = time.perf_counter() - t
-    same = lambda a, b: all(np.array_equal(x, y) for x, y in zip(a, b))  # noqa: E731
+    same = lambda a, b: all(np.array_equal(x, y) for x, y in zip(a, b, strict=False))  # noqa: E731
     if not same(runs[0], runs[1]):
         _fail(result, "memory", f"the outputs change with what fills the planned buffers ({options.fills[0]:#04x} and "
                                 f"{options.fills[1]:#04x}): a kernel reads memory nothing wrote")

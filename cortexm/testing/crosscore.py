@@ -17,8 +17,7 @@ import numpy as np
 
 from cortexm.cases import defects
 from cortexm.pte.tensors import digests
-from cortexm.report.results import CrossCore
-from cortexm.report.results import Status
+from cortexm.report.results import CrossCore, Status
 
 if TYPE_CHECKING:
     from cortexm import cases as case_registry
@@ -44,11 +43,11 @@ def check(case: str, outputs: dict[str, list[np.ndarray]], expected: str = "") -
 
 def _same(x: list[np.ndarray], y: list[np.ndarray]) -> bool:
     return len(x) == len(y) and all(a.shape == b.shape and a.tobytes() == np.ascontiguousarray(b).tobytes()
-                                    for a, b in zip((np.ascontiguousarray(v) for v in x), y))
+                                    for a, b in zip((np.ascontiguousarray(v) for v in x), y, strict=True))
 
 
 def _first_difference(x: list[np.ndarray], y: list[np.ndarray], a: str, b: str) -> str:
-    for k, (u, v) in enumerate(zip(x, y)):
+    for k, (u, v) in enumerate(zip(x, y, strict=False)):
         if u.shape != v.shape:
             return f"output {k} shape: {a} {list(u.shape)}, {b} {list(v.shape)}"
         diff = np.argwhere(u != v)

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from cortexm.base import workers
 from cortexm.base.errors import CortexmError, InputsChanged, StorageError, storage_error
 from cortexm.base.targets import Core
 from cortexm.sources import backend_source
 from cortexm.sources.backend_source import quiet_lowering_imports
-from cortexm.testing import cache, reads
-from cortexm.testing import casefiles, userstate
+from cortexm.testing import cache, casefiles, reads, userstate
 from cortexm.testing.casefiles import IMPORT_TIMEOUT, _case_file
 from cortexm.testing.results import Stopped
 
@@ -93,7 +91,8 @@ def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, rea
         core = targets.core(core_name)
         # A failure is returned as its message; check() decides whether it was expected.
         try:
-            results[core_name] = (True, str(cache.store(case, core_name, layout, cf, lambda path: write(core, path), entry_key,
+            results[core_name] = (True, str(cache.store(case, core_name, layout, cf,
+                                                        lambda path, core=core: write(core, path), entry_key,
                                                         evaluation[1] if evaluation else None, facts)))
         except (StorageError, InputsChanged):
             raise  # the disk or an edit, not the case: the run stops

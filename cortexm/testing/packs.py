@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+
 from cortexm.report.results import Status
 
 SPLITTABLE = (Status.PASS, Status.NOT_RUN)  # a packed program with any other status is run case by case

@@ -86,7 +86,7 @@ def _blame(old: list, new: list, slower: bool) -> str:
     if not old or not new:
         return ""
     if [c[1] for c in old] == [c[1] for c in new]:
-        pairs = [(f"call {n} {op}", before, after) for (_, _, before), (n, op, after) in zip(old, new)]
+        pairs = [(f"call {n} {op}", before, after) for (_, _, before), (n, op, after) in zip(old, new, strict=True)]
     else:
         by_op_old, by_op_new = _by_op(old), _by_op(new)
         pairs = [(f"{op} (all its calls)", by_op_old.get(op, 0), by_op_new.get(op, 0))
@@ -117,7 +117,7 @@ def runner_sizes(simulators: dict) -> dict[str, dict[str, int]]:
         elf = Path(runner.elf)
         try:
             found = footprint(elf, elf.with_suffix(".map"))
-        except Exception:  # noqa: BLE001 - a host build has no map; a size is not worth a failed run
+        except Exception:  # a host build has no map; a size is not worth a failed run
             continue
         sizes[core] = {"flash": found.flash, "ram": found.ram}
     return sizes

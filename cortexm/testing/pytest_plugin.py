@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from cortexm.sources import backend_source
 from cortexm.report.results import Status
+from cortexm.sources import backend_source
 
 # A session started by `cortexm upstream-tests` lowers with the Python the command chose: in
 # place before anything (upstream's conftest included) imports the cortex_m backend.
@@ -33,9 +33,9 @@ if os.environ.get(backend_source.ENV) is not None:
 
 @pytest.fixture
 def cortexm_check(tmp_path: Path):
-    from cortexm.lowering import export, modelsource, writer
-    from cortexm.cases import Case
     from cortexm.base.targets import core as core_named
+    from cortexm.cases import Case
+    from cortexm.lowering import export, modelsource, writer
     from cortexm.testing import app, simulate
 
     def check(factory, target: str = "cortex-m7", qtol: int = 0, sim: str = "qemu", name: str | None = None):

@@ -111,7 +111,7 @@ def _install() -> None:
         return
     _INSTALLED = True
     sys.addaudithook(_audit)
-    if type(os.environ) is os._Environ:  # noqa: E721 — exactly the stock class, not a user's
+    if type(os.environ) is os._Environ:  # exactly the stock class, not a user's
         os.environ.__class__ = _RecordedEnviron
 
 

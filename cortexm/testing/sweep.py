@@ -18,14 +18,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from cortexm.base import writes
 from cortexm.cases.space import Params, case_file, registrations, samples, smaller
-from cortexm.testing import shards
 from cortexm.report.results import Status
+from cortexm.testing import shards
 
 BATCH = 16  # samples exported and run at once
 
