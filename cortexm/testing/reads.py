@@ -24,7 +24,7 @@ import sys
 import sysconfig
 import threading
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -220,7 +220,7 @@ def _packages() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
