@@ -65,11 +65,16 @@ def run(tmp_path_factory):
                      "--json", "r.json", cwd=folder)
     assert result.returncode == 1, result.stdout + result.stderr  # the narrow case fails
     rows = {r["case"]: r for r in json.loads((folder / "r.json").read_text())["results"]}
+    from cortexm.cases.registry import REGISTRY
+
+    registered = dict(REGISTRY)
     sys.path.insert(0, str(folder))
     try:
         import mlps  # the case file, for its models and example inputs
     finally:
         sys.path.remove(str(folder))
+        REGISTRY.clear()  # its cases are the run's, not this process's (another test lists the built-in ones)
+        REGISTRY.update(registered)
     return rows, mlps, folder, result.stdout
 
 

@@ -19,7 +19,8 @@ from cortexm.pte.bundle import Bundle
 from cortexm.pte.sidecar import Sidecar, program_name, read_sidecar
 from cortexm.pte.tensors import compare, reference_outputs
 from cortexm.report.results import CaseResult, Status
-from cortexm.testing.results import Options, Stopped
+from cortexm.testing.exports import Stopped
+from cortexm.testing.results import Options
 
 # --- the per-case checks --------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from cortexm.sources import backend_source
 from cortexm.sources.backend_source import quiet_lowering_imports
 from cortexm.testing import cache, casefiles, reads, userstate
 from cortexm.testing.casefiles import IMPORT_TIMEOUT, _case_file
-from cortexm.testing.results import Stopped
 
 # --- export stage (parallel, cached) ---------------------------------------------------
 
@@ -120,11 +119,11 @@ def _limited(seconds: float, what: str) -> Iterator[None]:
 def _keyed_apart() -> tuple[Path, ...]:
     """What an export reads that its key covers already (the lowering's tree and CMSIS-NN
     module, cortexm's caches): not recorded as the case's own reads."""
-    from cortexm.firmware.commands import builds_dir
     from cortexm.sources import cache_dir
 
     tree = backend_source.active_tree()
-    return (cache.root(), cache_dir(), builds_dir(), *((tree,) if tree else ()))
+    helper = backend_source.active_helper()
+    return (cache.root(), cache_dir(), *((tree,) if tree else ()), *((Path(helper).parent,) if helper else ()))
 
 
 def _case_file_reads(case_file: str, source: bytes | None) -> dict:
@@ -206,11 +205,16 @@ def _export_all(pairs: list[tuple[str, Core]], options,
             for case, cores in by_case.items()}
     # The limit of a whole job: each step of the user's code has `timeout` inside it (limits);
     # this one stops what no signal reaches (a loop in C), with room for every core's lowering.
-    for case, outcome in pool.run(work, limit=timeout * (4 + max(len(c) for c in by_case.values()))):
+    for case, outcome in pool.run(work, limit=timeout * (10 + 2 * max(len(c) for c in by_case.values()))):
         _collect(results, case, by_case[case], outcome.value)
         task.advance(len(by_case[case]))
     task.done()
     return results, anew
+
+
+class Stopped(str):
+    """An export's outcome that is no verdict on the case: its code ended its worker process, or
+    ran past --timeout (cortexm.base.workers). The case is an ERROR, and nothing is cached."""
 
 
 _POOLS: dict[tuple, workers.Pool] = {}

@@ -30,11 +30,6 @@ class Simulator(Protocol):
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome: ...
 
 
-class Stopped(str):
-    """An export's outcome that is no verdict on the case: its code ended its worker process, or
-    ran past --timeout (cortexm.base.workers). The case is an ERROR, and nothing is cached."""
-
-
 @dataclass
 class Options:
     cores: list[Core]
