@@ -16,6 +16,7 @@ import pytest
 from conftest import run_cli
 
 
+@pytest.mark.slow
 def test_coverage_of_a_conv_run_on_the_m7(runners, tmp_path):
     out, report = tmp_path / "coverage", tmp_path / "report.json"
     result = subprocess.run([sys.executable, "-m", "cortexm", "test", "-t", "cortex-m7", "-k", "conv2d_relu",
@@ -132,6 +133,7 @@ def test_value_counters_see_the_half_steps_the_solver_placed_and_every_output_re
     assert {"MAX", "MIN"} <= kinds["cortex-m7"] and not {"lower clamp", "upper clamp"} & kinds["cortex-m7"]
 
 
+@pytest.mark.slow
 def test_value_counters_see_each_clamp_the_solver_drove_beyond_a_bound(runners, tmp_path):
     """Judged by the case's data targets (the solver says which outputs it put beyond
     activation_min and beyond activation_max) and its shape: the linear kernel's clamps (scalar
