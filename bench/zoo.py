@@ -28,6 +28,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -205,7 +206,8 @@ def markdown(rows: list[dict], summary: dict, cores: list[str]) -> str:
         out.append(f"| {x['case']} | {x['core']} | {x['status']} | {reason} | {proof} | "
                    f"{_sqnr(x['sqnr_real'])} / {_sqnr(x['sqnr_proof'])} | {x['fit']} |")
     # A document of the project names no folder of the machine it was made on.
-    return "\n".join(out).replace(str(Path.home()), "~") + "\n"
+    text = re.sub(r"\(log: [^)|]*\)?", "(its build log)", "\n".join(out))
+    return text.replace(str(Path.home()), "~") + "\n"
 
 
 if __name__ == "__main__":
