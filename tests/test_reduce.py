@@ -24,6 +24,25 @@ def test_named_call_reads_every_form_of_failure_line():
     assert pieces.named_call("SQNR against the float model 9.9 dB") is None
 
 
+def test_first_failure_is_the_earliest_call_named():
+    from cortexm.report.results import CaseResult
+
+    calls = [{"instruction": 0, "op": "cortex_m::quantize_per_tensor.out", "node": "q"},
+             {"instruction": 1, "op": "cortex_m::quantized_conv2d.out", "node": "conv2d"},
+             {"instruction": 2, "op": "cortex_m::quantized_add.out", "node": "add"},
+             {"instruction": 3, "op": "cortex_m::dequantize_per_tensor.out", "node": "dq"}]
+    result = CaseResult("c", "cortex-m55", "FAIL", failures=[
+        ("run", "execute() failed: status 0x12"),
+        ("semantic", "call 2 cortex_m::quantized_add (add: aten.add) departs from the quantized model"),
+        ("verify", "cortex_m::quantized_conv2d.out#1: arm_convolve_wrapper_s8 refuses")])
+    first = pieces.first_failure(result, calls)
+    assert (first.stage, first.instruction, first.kind) == ("verify", 1, ("verify", "cortex_m::quantized_conv2d"))
+    # A line naming no call, in a program of one computing call: that call.
+    alone = CaseResult("c", "cortex-m7", "FAIL", failures=[("compare", "output 0: 3 LSB")])
+    assert pieces.first_failure(alone, calls[:2] + calls[3:]).instruction == 1
+    assert pieces.first_failure(alone, calls).instruction is None
+
+
 def test_reduce_the_m55_1xn_refusal(runners, tmp_path):
     out = tmp_path / "reduced"
     done = run_cli("reduce", f"{HERE / 'reduce_models' / 'conv1xn.py'}:model", "-t", "cortex-m55", "-t", "cortex-m7",
