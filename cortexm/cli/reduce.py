@@ -68,7 +68,8 @@ def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_tes
     click.echo(f"{r.case} call {r.failure.instruction} ({r.failure.op}) on {r.core}, reduced to {r.piece.describe()}"
                + (f" with {r.levels} producing call level(s)" if r.levels else "")
                + (f"; shrunk: {'; '.join(r.steps)}" if r.steps else "; not shrunk"))
-    click.echo(f"reproducer: {r.calls} calls, {r.lines} lines: {r.files[-1] if r.files else '-'}")
+    case_file = next((p for p in r.files if p.name.startswith("reduced_") and p.suffix == ".py"), None)
+    click.echo(f"reproducer: {r.calls} calls, {r.lines} lines: {case_file or '-'}")
     for core, original in r.original.items():
         reduced = r.reduced.get(core)
         click.echo(f"{core} original: {original.line()}")
