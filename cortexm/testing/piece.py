@@ -268,9 +268,10 @@ def _numpy(t) -> np.ndarray:
 
 def smaller(piece: Piece) -> list[tuple[str, Piece]]:
     """Pieces one step smaller (fewer channels, a smaller image), most aggressive first, with
-    what changed; only for a piece of one operator (else the shapes it passes on would change)."""
-    if len(piece.nodes) != 1:
-        return []
+    what changed; for a piece of one operator, or one followed by a chain of one-input operators
+    (a batch norm, an activation: their per-channel constants are cut with the first's channels)."""
+    if any(len([a for a in n.args if a[0] in ("var", "in")]) != 1 for n in piece.nodes[1:]):
+        return []  # a chain after the first operator takes nothing else: its shapes follow the first's
     out: list[tuple[str, Piece]] = []
     for what, make in _channel_steps(piece) + _spatial_steps(piece):
         try:
@@ -302,20 +303,21 @@ def _sliced(piece: Piece, weight: str | None = None, bias: str | None = None, ou
         return x
 
     args = list(piece.main.args)
+    rows = None  # the output channels left
     if weight is not None and groups is not None and inp is not None:
         rows = inp * (consts[weight].shape[0] // groups)
-        consts[weight] = consts[weight][:rows]
-        if bias:
-            consts[bias] = consts[bias][:rows]
         args[6] = ("lit", inp)
     elif weight is not None:
-        if out is not None:
-            consts[weight] = consts[weight][:out]
-            if bias:
-                consts[bias] = consts[bias][:out]
+        rows = out
         if inp is not None:
             consts[weight] = consts[weight][:, :inp]
-    return replace(piece, nodes=[replace(piece.main, args=args)], consts=consts, example=[cut(x) for x in piece.example],
+    if weight is not None and rows is not None:
+        chain = {a[1] for n in piece.nodes[1:] for a in n.args if a[0] == "const"}
+        for key in [weight, bias, *chain]:
+            if key and (key in (weight, bias) or consts[key].shape[:1] == consts[weight].shape[:1]):
+                consts[key] = consts[key][:rows]
+    return replace(piece, nodes=[replace(piece.main, args=args), *piece.nodes[1:]], consts=consts,
+                   example=[cut(x) for x in piece.example],
                    calibration=[[cut(x) for x in sample] for sample in piece.calibration])
 
 
@@ -342,7 +344,7 @@ def _channel_steps(piece: Piece) -> list[tuple[str, Callable[[], Piece]]]:
         steps += [(f"output features {fout} -> {c}", partial(_sliced, piece, w, b, out=c)) for c in _halves(fout)]
         steps += [(f"input features {fin} -> {c}", partial(_sliced, piece, w, b, inp=c, feature_axis=-1))
                   for c in _halves(fin)]
-    elif not piece.consts and x.ndim >= 3 and all(e.shape == x.shape for e in piece.example):
+    elif not piece.consts and x.ndim >= 3 and len(piece.nodes) == 1 and all(e.shape == x.shape for e in piece.example):
         steps += [(f"channels {x.shape[1]} -> {c}", partial(_sliced, piece, inp=c)) for c in _halves(x.shape[1])]
     return steps
 
