@@ -25,7 +25,8 @@ from cortexm.base import writes
 from cortexm.base.errors import CortexmError
 
 # Failure lines name a call as `op#N` (verify), `call N op` (semantic), `instruction N` (lowering, run).
-_CALL = (re.compile(r"#(\d+)\b"), re.compile(r"\bcall (\d+) [\w:]"), re.compile(r"\binstruction (\d+)\b"))
+# (The memory check's "call K op (instruction N)" counts calls from 1: its instruction comes first.)
+_CALL = (re.compile(r"#(\d+)\b"), re.compile(r"\binstruction (\d+)\b"), re.compile(r"\bcall (\d+) [\w:]"))
 STAGE_ORDER = ("export", "lowering", "verify", "constants", "dialect", "run", "memory", "compare", "semantic",
                "upstream-reference", "accuracy", "cross-core")
 
@@ -127,7 +128,6 @@ def extract(floating, quantized, calls: list[dict], instruction: int, example: t
     """The piece of the float model (a GraphModule) the call `instruction` was made from, with
     `levels` producing calls before it; its inputs as the quantized model computes them for
     `example`, and as the float model computes them for each calibration sample."""
-    import torch
 
     graph = {n.name: n for n in floating.graph.nodes}
     called = {str(c.get("node")) for c in calls if isinstance(c, dict)}
@@ -159,11 +159,23 @@ def extract(floating, quantized, calls: list[dict], instruction: int, example: t
         user = next(n for n in order if value in _node_args(n))
         entries.append((user.name, _position(user, value)))
     recorded = _capture(quantized, example, entries, "the quantized model")
+    # A model input reaches the call as the program's own input quantize makes it: given as it was.
+    placeholders = [n.name for n in floating.graph.nodes if n.op == "placeholder"]
+    for k, value in enumerate(outside):
+        if value.op == "placeholder" and value.name in placeholders:
+            recorded[k] = example[placeholders.index(value.name)].detach().clone()
     seen = [_capture(floating, sample, entries, "the float model") for sample in calibration]
-    layouts = [bool(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous())
-               for t in recorded]
+    layouts = [_channels_last(t) for t in recorded]
     return Piece(nodes, consts, [_numpy(t) for t in recorded], [[_numpy(t) for t in s] for s in seen], layouts,
                  [n.name for n in order], buffers)
+
+
+def _channels_last(t) -> bool:
+    """Laid out channels-last, by its strides (a tensor with size-1 dims is both layouts by torch's test)."""
+    import torch
+
+    return t.dim() == 4 and t.stride() == torch.empty(t.shape, memory_format=torch.channels_last).stride() \
+        and t.stride() != torch.empty(t.shape).stride()
 
 
 def _members(start, called: set[str]) -> list:

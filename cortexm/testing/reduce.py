@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from cortexm.base import writes
 from cortexm.base.errors import CortexmError
 from cortexm.report.results import Status
@@ -191,7 +193,7 @@ def _models(bundle):
     models = (bundle.sidecar.semantic or {}).get("models") or {}
     if "quantized" not in models or "float" not in models:
         raise CortexmError(f"{bundle.pte.name}: its export saved no models to cut a call out of")
-    inputs = [logical(bundle.read(n), e) for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs)]
+    inputs = [np.array(logical(bundle.read(n), e)) for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs)]
     return (program._load(bundle, models["float"]), program._load(bundle, models["quantized"]),
             program._model_inputs(inputs, bundle.sidecar))
 
