@@ -55,25 +55,26 @@ def named_call(line: str) -> int | None:
     return None
 
 
-def first_failure(result, calls: list[dict]) -> Failure | None:
-    """The failure of `result` (a CaseResult) at the earliest call its lines name; of lines
-    naming no call, the first in stage order. `calls`: the sidecar's provenance."""
+def failures(result, calls: list[dict]) -> list[Failure]:
+    """Every failure line of `result` (a CaseResult), earliest call first; lines naming no call
+    after, in stage order. A line naming no call in a program of one computing call (an output
+    off by some LSB) is that call's. `calls`: the sidecar's provenance."""
     ops = {c.get("instruction"): str(c.get("op", "")) for c in calls if isinstance(c, dict)}
+    computing = [c for c in calls if isinstance(c, dict) and not _moves_only(str(c.get("op", "")))]
+    alone = computing[0]["instruction"] if len({c.get("node") for c in computing}) == 1 else None
     found = []
     for stage, line in result.failures:
         n = named_call(line)
+        n = alone if n is None else n
         order = STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER)
         found.append(((n if n is not None else 10**9), order, Failure(stage, line, n, ops.get(n, "") if n is not None else "")))
-    if not found:
-        return None
-    failure = min(found, key=lambda f: f[:2])[2]
-    if failure.instruction is None:
-        # A line naming no call (an output off by some LSB): in a program of one computing call, that call.
-        computing = [c for c in calls if isinstance(c, dict) and not _moves_only(str(c.get("op", "")))]
-        if len({c.get("node") for c in computing}) == 1:
-            n = computing[0]["instruction"]
-            return Failure(failure.stage, failure.line, n, ops.get(n, ""))
-    return failure
+    return [f for *_, f in sorted(found, key=lambda f: f[:2])]
+
+
+def first_failure(result, calls: list[dict]) -> Failure | None:
+    """The failure of `result` at the earliest call its lines name (cortexm.testing.piece.failures)."""
+    found = failures(result, calls)
+    return found[0] if found else None
 
 
 def _moves_only(op: str) -> bool:

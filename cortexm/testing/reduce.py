@@ -36,7 +36,12 @@ SCRATCH = ".candidates"  # candidates, under the output folder, removed once jud
 @dataclass
 class Verdict:
     status: str
-    failure: Failure | None
+    failure: Failure | None  # the first
+    others: list[Failure] = field(default_factory=list)  # every failure, the first too
+
+    def fails_as(self, failure: Failure) -> bool:
+        """Among its failures, one at the same stage in a call of the same operator."""
+        return any(f.kind == failure.kind for f in self.others)
 
     def line(self) -> str:
         return f"{self.status}" + (f" {self.failure.describe()}" if self.failure else "")
@@ -62,7 +67,7 @@ class Reduction:
         """The reproducer fails where the original fails, the same way on the first core, and
         passes where the original passes."""
         first = self.reduced.get(self.core)
-        if first is None or first.failure is None or first.failure.kind != self.failure.kind:
+        if first is None or not first.fails_as(self.failure):
             return False
         return all(_failed(self.original[c].status) == _failed(v.status) for c, v in self.reduced.items())
 
@@ -104,7 +109,8 @@ class Runner:
 
 def verdict(result, calls) -> Verdict:
     failing = result.failed or result.status == Status.XFAIL
-    return Verdict(str(result.status), pieces.first_failure(result, calls) if failing else None)
+    found = pieces.failures(result, calls) if failing else []
+    return Verdict(str(result.status), found[0] if found else None, found)
 
 
 def original_case(spec: str, folder: Path) -> tuple[str, Path | None]:
@@ -150,11 +156,15 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
     progress(f"first failing call: {first.op}#{first.instruction}: {first.describe()}")
     bundle = Bundle.open(result.pte)
     floating, quantized, example = _models(bundle)
-    calibration = modelsource.load(name).calibration if wrapper is None else _factory_calibration(spec)
+    built = modelsource.load(name) if wrapper is None else modelsource.load(_factory_spec(spec))
+    # The program's input values, in the strides the model was given them (channels-last with a
+    # size-1 dim is a layout only the strides tell).
+    example = tuple(_strided(x, given) for x, given in zip(example, built.example_inputs))
+    calibration = built.calibration
 
     def fails_same(candidate: Piece) -> tuple[bool, Verdict]:
         got = _try(candidate, cores[0], folder, runner)
-        return got.failure is not None and got.failure.kind == first.kind, got
+        return got.fails_as(first), got
 
     piece = None
     for levels in range(MAX_LEVELS + 1):
@@ -198,10 +208,17 @@ def _models(bundle):
             program._model_inputs(inputs, bundle.sidecar))
 
 
-def _factory_calibration(spec: str) -> list:
-    from cortexm.lowering import modelsource
+def _factory_spec(spec: str) -> str:
+    path_text, factory = spec.rsplit(":", 1)
+    return f"{Path(path_text).resolve()}:{factory}"
 
-    return modelsource.load(spec).calibration
+
+def _strided(value, given):
+    import torch
+
+    if tuple(value.shape) != tuple(given.shape):
+        return value
+    return torch.empty_strided(tuple(given.shape), given.stride(), dtype=value.dtype).copy_(value)
 
 
 def _stem(piece: Piece, prefix: str) -> str:
