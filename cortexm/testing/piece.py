@@ -102,6 +102,9 @@ class Piece:
     channels_last: list[bool]  # per input
     model_nodes: list[str] = field(default_factory=list)  # the original's nodes it holds
     buffers: set[str] = field(default_factory=set)  # constants that are buffers (a batch norm's statistics)
+    # The original's data kind when its inputs lie beyond the calibrated range on purpose
+    # ("beyond": cortexm.cases.data), so the reproducer's are not judged against it either.
+    data: str = "uniform"
 
     @property
     def main(self) -> Node:
@@ -442,7 +445,8 @@ def case_file(piece: Piece, name: str, stem: str, header: str) -> str:
     return (f"{comments}\nfrom pathlib import Path\n\nimport numpy as np\nimport torch\n\n"
             f"from cortexm.cases.registry import register\n\nSTEM = {stem!r}\n{_LOADER}\n\n"
             f"{module_source(piece, stem)}\n\n{_inputs_source(piece)}\n\n"
-            f"@register({name!r}, {piece.describe()!r})\ndef _():\n"
+            f"@register({name!r}, {piece.describe()!r}{'' if piece.data == 'uniform' else f', data={piece.data!r}'})\n"
+            f"def _():\n"
             f"    return Reduced().eval(), example_inputs(), calibration_samples()\n")
 
 

@@ -172,6 +172,7 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
             candidate = pieces.extract(floating, quantized, calls, first.instruction, example, calibration, levels)
         except CortexmError as e:
             raise CortexmError(f"{name}: {e}") from None
+        candidate.data = "beyond" if built.data == "beyond" else "uniform"
         ok, got = fails_same(candidate)
         progress(f"{len(candidate.nodes)} operators ({candidate.describe()}): {got.line()}")
         if ok:
