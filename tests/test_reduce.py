@@ -46,13 +46,13 @@ def test_first_failure_is_the_earliest_call_named():
 def test_reduce_the_m55_1xn_refusal(runners, tmp_path):
     out = tmp_path / "reduced"
     done = run_cli("reduce", f"{HERE / 'reduce_models' / 'conv1xn.py'}:model", "-t", "cortex-m55", "-t", "cortex-m7",
-                   "-o", str(out), "--no-upstream-test")
+                   "-o", str(out), "--no-upstream-test", "--shrink", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     original = next(line for line in lines if line.startswith("cortex-m55 original:"))
     reduced = next(line for line in lines if line.startswith("cortex-m55 reduced:"))
     stage = re.search(r"(FAIL|XFAIL) (\w+):", original).group(2)
-    assert re.search(rf"FAIL {stage}: cortex_m::quantized_conv2d", reduced), done.stdout
+    assert re.search(rf"FAIL {stage}: .*cortex_m::quantized_conv2d", reduced), done.stdout
     assert next(line for line in lines if line.startswith("cortex-m7 reduced:")).endswith("PASS"), done.stdout
     case = next(out.glob("reduced_*.py"))
     assert "aten.conv2d.default" in case.read_text()

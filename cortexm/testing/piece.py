@@ -127,7 +127,7 @@ def _const_key(name: str, taken: dict) -> str:
     return key
 
 
-def extract(floating, quantized, calls: list[dict], instruction: int, example: tuple, calibration: list[tuple],
+def cut_out(floating, quantized, calls: list[dict], instruction: int, example: tuple, calibration: list[tuple],
             levels: int = 0) -> Piece:
     """The piece of the float model (a GraphModule) the call `instruction` was made from, with
     `levels` producing calls before it; its inputs as the quantized model computes them for

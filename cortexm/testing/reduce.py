@@ -169,7 +169,7 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
     piece = None
     for levels in range(MAX_LEVELS + 1):
         try:
-            candidate = pieces.extract(floating, quantized, calls, first.instruction, example, calibration, levels)
+            candidate = pieces.cut_out(floating, quantized, calls, first.instruction, example, calibration, levels)
         except CortexmError as e:
             raise CortexmError(f"{name}: {e}") from None
         candidate.data = "beyond" if built.data == "beyond" else "uniform"
