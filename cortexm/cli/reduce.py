@@ -39,6 +39,7 @@ def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_tes
     backends/cortex_m/test/ops. Exit 0 when the reproducer fails the same way (same stage, a
     call of the same operator) and passes on the cores where the original passes; 1 otherwise.
     """
+    from cortexm.lowering import modelsource
     from cortexm.testing import app, simulate
     from cortexm.testing import reduce as reducing
     from cortexm.testing.results import Options
@@ -46,13 +47,14 @@ def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_tes
     if shrink_steps < 0:
         raise click.UsageError("--shrink must be 0 or more")
     cores = [core_named(t) for t in dict.fromkeys(targets)]
+    choose_lowering(executorch_src, lowering, cmsis_nn_src)  # before a case file imports the backend
+    for path in case_files:  # before anything is made: an unknown case is one line, and no folder
+        app.load_case_file(Path(path), timeout)
+    modelsource.check_spec(spec)
     out = manifest.OwnedFolder(Path(out_dir), ".cortexm-reduce.json", "--out folder", False, "choose another --out folder",
                                outputs=("reduced_*", "test_reduced_*", f"{reducing.SCRATCH}/*"), offers_force=False)
     app.require_trusted_caches()
     with Progress() as progress:
-        choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
-        for path in case_files:
-            app.load_case_file(Path(path), timeout)
         simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress, timeout=timeout)
         missing = {name: why for name, why in simulators.items() if isinstance(why, str)}
         if missing:
