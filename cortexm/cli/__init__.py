@@ -22,7 +22,7 @@ import click
 from cortexm import __version__
 from cortexm.base import children, text
 from cortexm.base.errors import CortexmError, storage_error
-from cortexm.cli import arduino, checking, firmware, lowering, sources, testing
+from cortexm.cli import arduino, checking, firmware, lowering, reduce, sources, testing
 from cortexm.cli.options import EXIT_BAD_INPUT
 
 
@@ -53,6 +53,7 @@ cli.add_command(firmware.fit)
 cli.add_command(testing.test_cmd)
 cli.add_command(testing.upstream_tests)
 cli.add_command(testing.sweep)
+cli.add_command(reduce.reduce_cmd)
 cli.add_command(testing.report)
 cli.add_command(arduino.arduino_lib)
 

@@ -1,0 +1,66 @@
+"""`cortexm reduce` on a real failure: the M55's refusal of a 1xN convolution, cut out of a
+model of three calls, must fail the same way on the M55 (same stage, a call of the same
+operator) and pass on the M7, where the original passes; the case file it writes runs with
+`cortexm test --cases`, and holds the original's quantization."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from conftest import run_cli
+from cortexm.testing import piece as pieces
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_named_call_reads_every_form_of_failure_line():
+    assert pieces.named_call("cortex_m::quantized_conv2d.out#3 (features.2): refused") == 3
+    assert pieces.named_call("call 18 cortex_m::quantized_mul (x: aten.hardswish) departs") == 18
+    assert pieces.named_call("instruction 4 aten::mul.out (left in float)") == 4
+    assert pieces.named_call("SQNR against the float model 9.9 dB") is None
+
+
+def test_first_failure_is_the_earliest_call_named():
+    from cortexm.report.results import CaseResult
+
+    calls = [{"instruction": 0, "op": "cortex_m::quantize_per_tensor.out", "node": "q"},
+             {"instruction": 1, "op": "cortex_m::quantized_conv2d.out", "node": "conv2d"},
+             {"instruction": 2, "op": "cortex_m::quantized_add.out", "node": "add"},
+             {"instruction": 3, "op": "cortex_m::dequantize_per_tensor.out", "node": "dq"}]
+    result = CaseResult("c", "cortex-m55", "FAIL", failures=[
+        ("run", "execute() failed: status 0x12"),
+        ("semantic", "call 2 cortex_m::quantized_add (add: aten.add) departs from the quantized model"),
+        ("verify", "cortex_m::quantized_conv2d.out#1: arm_convolve_wrapper_s8 refuses")])
+    first = pieces.first_failure(result, calls)
+    assert (first.stage, first.instruction, first.kind) == ("verify", 1, ("verify", "cortex_m::quantized_conv2d"))
+    # A line naming no call, in a program of one computing call: that call.
+    alone = CaseResult("c", "cortex-m7", "FAIL", failures=[("compare", "output 0: 3 LSB")])
+    assert pieces.first_failure(alone, calls[:2] + calls[3:]).instruction == 1
+    assert pieces.first_failure(alone, calls).instruction is None
+
+
+def test_reduce_the_m55_1xn_refusal(runners, tmp_path):
+    out = tmp_path / "reduced"
+    done = run_cli("reduce", f"{HERE / 'reduce_models' / 'conv1xn.py'}:model", "-t", "cortex-m55", "-t", "cortex-m7",
+                   "-o", str(out), "--no-upstream-test", "--shrink", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    original = next(line for line in lines if line.startswith("cortex-m55 original:"))
+    reduced = next(line for line in lines if line.startswith("cortex-m55 reduced:"))
+    stage = re.search(r"(FAIL|XFAIL) (\w+):", original).group(2)
+    assert re.search(rf"FAIL {stage}: .*cortex_m::quantized_conv2d", reduced), done.stdout
+    assert next(line for line in lines if line.startswith("cortex-m7 reduced:")).endswith("PASS"), done.stdout
+    case = next(out.glob("reduced_*.py"))
+    assert "aten.conv2d.default" in case.read_text()
+    # The reproducer's call is a 1xN conv with stride 2 along W, as the original's.
+    assert "[1, 2]" in case.read_text()
+    # Its input is the value that reached the call, saved beside it.
+    assert np.load(next(out.glob("reduced_*.input-0.npy"))).shape[2] == 1
+    again = run_cli("test", "--cases", str(case), "-t", "cortex-m55", "--json", str(tmp_path / "r.json"))
+    assert again.returncode == 1, again.stdout + again.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert any(stage == s for r in report["results"] for s, _ in r["failures"]), report
