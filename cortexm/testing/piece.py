@@ -14,10 +14,11 @@ ExecuTorch's backends/cortex_m/test/ops. cortexm.testing.reduce drives it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -508,7 +509,7 @@ def edge_op_counts(piece: Piece, core: str) -> tuple[dict[str, int], dict[str, i
     quiet_loggers()
     module, example = build_module(piece)
     samples = [tuple(torch.from_numpy(a).to(memory_format=torch.channels_last) if cl else torch.from_numpy(a)
-                     for a, cl in zip(s, piece.channels_last)) for s in piece.calibration]
+                     for a, cl in zip(s, piece.channels_last, strict=True)) for s in piece.calibration]
     tester = CortexMTester(module, example, target_config=CortexMTargetConfig.from_target_string(core))
     tester.quantize(CortexMQuantize(calibration_samples=samples)).export().to_edge()
     before = _counts(tester.stages[tester.cur].graph_module.code)
@@ -531,7 +532,7 @@ def build_module(piece: Piece):
     namespace: dict = {"torch": torch, "_load": lambda key: torch.from_numpy(piece.consts[key])}
     exec(module_source(piece, ""), namespace)  # noqa: S102 - our own generated source
     example = tuple(torch.from_numpy(x).to(memory_format=torch.channels_last) if cl else torch.from_numpy(x)
-                    for x, cl in zip(piece.example, piece.channels_last))
+                    for x, cl in zip(piece.example, piece.channels_last, strict=True))
     return namespace["Reduced"]().eval(), example
 
 

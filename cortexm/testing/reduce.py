@@ -17,9 +17,9 @@ backends/cortex_m/test/ops.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class Runner:
         exported = exports.export_all(pairs, self.options, lambda _: None)
         results = app._check_all([(case, core) for core in cores], exported, self.options)
         out = {}
-        for core, result in zip(cores, results):
+        for core, result in zip(cores, results, strict=True):
             calls: list = []
             if result.pte:
                 try:
@@ -159,7 +159,7 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
     built = modelsource.load(name) if wrapper is None else modelsource.load(_factory_spec(spec))
     # The program's input values, in the strides the model was given them (channels-last with a
     # size-1 dim is a layout only the strides tell).
-    example = tuple(_strided(x, given) for x, given in zip(example, built.example_inputs))
+    example = tuple(_strided(x, given) for x, given in zip(example, built.example_inputs, strict=False))
     calibration = built.calibration
 
     def fails_same(candidate: Piece) -> tuple[bool, Verdict]:
@@ -204,7 +204,8 @@ def _models(bundle):
     models = (bundle.sidecar.semantic or {}).get("models") or {}
     if "quantized" not in models or "float" not in models:
         raise CortexmError(f"{bundle.pte.name}: its export saved no models to cut a call out of")
-    inputs = [np.array(logical(bundle.read(n), e)) for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs)]
+    inputs = [np.array(logical(bundle.read(n), e))
+              for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs, strict=True)]
     return (program._load(bundle, models["float"]), program._load(bundle, models["quantized"]),
             program._model_inputs(inputs, bundle.sidecar))
 
