@@ -54,6 +54,7 @@ def test_coverage_of_a_conv_run_on_the_m7(runners, tmp_path):
 ARC = re.compile(r"^(\S+?):(\d+) arc (\d+) of \d+: ")
 
 
+@pytest.mark.slow
 def test_the_branches_only_the_exhaustive_scope_takes_are_named_with_a_program_that_takes_them(runners, tmp_path):
     """Judged by two more runs: the built-in cases alone never take those arcs, and the
     program named takes each of them (its own coverage run)."""
