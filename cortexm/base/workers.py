@@ -81,14 +81,13 @@ class Pool:
 
     def _start(self, key, fn, args, limit) -> None:
         worker = self._idle.pop() if self._idle else _Worker(self._context, *self._init)
-        worker.key, worker.deadline = key, time.monotonic() + limit if limit else float("inf")
         try:
             worker.conn.send((fn, args))
         except (OSError, pickle.PicklingError):  # died idle, or the job cannot be sent: a new worker's turn
             self._discard(worker)
             worker = _Worker(self._context, *self._init)
-            worker.key, worker.deadline = key, time.monotonic() + limit if limit else float("inf")
             worker.conn.send((fn, args))
+        worker.key, worker.deadline = key, time.monotonic() + limit if limit else float("inf")
         self._busy.append(worker)
 
     def _wait(self) -> Iterator[tuple[Any, Outcome]]:

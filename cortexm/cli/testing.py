@@ -103,21 +103,6 @@ def _in_scope(program: str) -> bool:
     return bool(case and case.grid and case.grid.level.startswith("exhaustive"))
 
 
-def _print_profiles(results) -> None:
-    """`test --profile`: each simulated result's run call by call (cortexm.report.profile)."""
-    from cortexm.base.targets import core
-    from cortexm.report.profile import Profile, print_profile
-
-    for r in results:
-        if not r.profile:
-            continue
-        click.echo()
-        if "error" in r.profile:
-            click.echo(f"{r.case} {r.core}: no profile: {r.profile['error']}")
-            continue
-        print_profile(Profile.from_dict(r.profile), core(r.core).backend)
-
-
 def _share(done: int, total: int) -> str:
     return f"{done}/{total} ({100 * done / max(total, 1):.0f} %)"
 
@@ -239,7 +224,9 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     if per_mac:
         print_per_mac(perf.per_mac(results))
     if show_profile:
-        _print_profiles(results)
+        from cortexm.report.profile import print_profiles
+
+        print_profiles(results)
     if earlier:
         print_changes(changes, baseline, threshold)
     covered, valued = _coverage(options, Path(coverage_dir)) if coverage_dir else ({}, {})

@@ -268,6 +268,22 @@ def print_profile(profile: Profile, backend: str) -> None:
                   f"{c.count:,} {unit} ({c.share:.1%}){limit}", markup=False)
 
 
+def print_profiles(results) -> None:
+    """`test --profile`: each simulated result's run call by call (its record in `r.profile`)."""
+    import click
+
+    from cortexm.base.targets import core
+
+    for r in results:
+        if not r.profile:
+            continue
+        click.echo()
+        if "error" in r.profile:
+            click.echo(f"{r.case} {r.core}: no profile: {r.profile['error']}")
+            continue
+        print_profile(Profile.from_dict(r.profile), core(r.core).backend)
+
+
 def _short(op: str) -> str:
     return op.removeprefix("cortex_m::").removesuffix(".out")
 

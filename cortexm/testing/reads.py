@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import sys
 import sysconfig
 import threading
@@ -183,7 +184,7 @@ def _digest(path: str, listing: bool) -> str:
     try:
         if not listing:
             st = os.stat(path)
-            if not os.path.isdir(path):
+            if not stat.S_ISDIR(st.st_mode):
                 seen = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
                 if seen not in _READ:
                     _READ[seen] = _read(path, False)
