@@ -26,6 +26,11 @@ from cortexm.checking.arguments import Call, Dims, Pair
 
 PROBE = REPO / "tests" / "argument_probe"
 PROBE_CORES = ("cortex-m55", "cortex-m7", "cortex-m3")  # MVE, DSP, scalar
+# Every CMSIS-NN function the wrappers dispatch to: probe.c records each on entry (-Wl,--wrap).
+WRAPPED = ("arm_convolve_wrapper_s8", "arm_convolve_1x1_s8_fast", "arm_convolve_1x1_s8", "arm_convolve_1_x_n_s8",
+           "arm_convolve_s8", "arm_depthwise_conv_wrapper_s8", "arm_depthwise_conv_3x3_s8", "arm_depthwise_conv_s8_opt",
+           "arm_depthwise_conv_s8", "arm_transpose_s8", "arm_transpose_conv_wrapper_s8", "arm_transpose_conv_s8",
+           "arm_avgpool_s8", "arm_max_pool_s8")
 
 
 def _tree() -> Path:
@@ -184,18 +189,19 @@ def probe(tmp_path_factory):
     def build(name: str) -> Path:
         target = core(name)
         folder = session_folder(tmp_path_factory, f"argument-probe-{target.short}")
-        elf = folder / "argument_probe.elf"
+        elf = folder / "cmsis_call.elf"
         with locks.waiting(folder):
             if elf.is_file():
                 return elf
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             for command in ([
-                "cmake", *generator, "-S", str(PROBE), "-B", str(folder),
+                "cmake", *generator, "-S", str(paths.kernels() / "cmsis_call"), "-B", str(folder),
+                f"-DCALL_SOURCE={PROBE / 'probe.c'}", f"-DCALL_LINK_OPTIONS={';'.join('-Wl,--wrap=' + f for f in WRAPPED)}",
                 f"-DCMAKE_TOOLCHAIN_FILE={paths.kernels() / 'toolchain' / 'arm-none-eabi-gcc.cmake'}",
                 f"-DCORTEXM_BOARDS_DIR={paths.boards()}",
                 f"-DARM_TOOLCHAIN_PREFIX={toolchain_prefix()}", f"-DCORTEXM_CPU_FLAGS={';'.join(target.gcc_flags)}",
                 f"-DCORTEXM_BOARD={target.board}", f"-DCMSIS_NN_SRC={tree}"],
-                    ["cmake", "--build", str(folder), "--target", "argument_probe"]):
+                    ["cmake", "--build", str(folder), "--target", "cmsis_call"]):
                 done = subprocess.run(command, capture_output=True, text=True)
                 assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return elf

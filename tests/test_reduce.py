@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import run_cli
 from cortexm.testing import piece as pieces
@@ -64,3 +65,47 @@ def test_reduce_the_m55_1xn_refusal(runners, tmp_path):
     assert again.returncode == 1, again.stdout + again.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert any(stage == s for r in report["results"] for s, _ in r["failures"]), report
+    # The call as a C program on CMSIS-NN alone: the real CMSIS-NN built for the M55 returns the
+    # status the argument audit named, the M7's passes, and so does the host's scalar code (the
+    # M3's path, which the audit says takes the call).
+    audit_status = re.search(r"refuses it with status (-?\d+)", original).group(1)
+    assert next(line for line in lines if line.startswith("cortex-m55 C:")).endswith(
+        f"FAIL arm_convolve_wrapper_s8 returned status {audit_status}"), done.stdout
+    assert next(line for line in lines if line.startswith("cortex-m7 C:")).endswith("PASS"), done.stdout
+    c_file = next(out.glob("reduced_*.c"))
+    assert _host_run(c_file, tmp_path).splitlines()[-1] == "PASS"
+
+
+def _host_run(c_file: Path, folder: Path) -> str:
+    """The C program built as its header says, for the host, and run: what it printed."""
+    import os
+    import shutil
+    import subprocess
+
+    from cortexm import sources
+
+    tree = sources.locate(sources.CMSIS_NN).path
+    if shutil.which("cc") is None or tree is None:
+        pytest.skip("needs a host C compiler (apt-get install gcc) and a CMSIS-NN tree (cortexm sources)")
+    files = [str(p) for p in (tree / "Source").rglob("*.c") if not p.name.endswith(("_f16.c", "_f32.c"))]
+    build = subprocess.run(["cc", "-O2", "-I", str(tree / "Include"), str(c_file), *files, "-lm", "-o",
+                            str(folder / "call")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-2000:]
+    ran = subprocess.run([str(folder / "call")], capture_output=True, text=True, env=dict(os.environ))
+    assert ran.returncode == (0 if ran.stdout.strip().endswith("PASS") else 1), ran.stdout
+    return ran.stdout
+
+
+def test_reduce_c_program_sees_what_the_memory_oracle_sees(runners, tmp_path):
+    """CMSIS-NN's transposed convolution writing past its scratch (docs/defects.md): the runner's
+    memory oracle (guards around the planned buffers) and the C program (guards after its own
+    buffers, no ExecuTorch) must report the same bytes past the same buffer."""
+    out = tmp_path / "reduced"
+    done = run_cli("reduce", "transpose_conv2d_pointwise_stride", "-t", "cortex-m7", "-o", str(out),
+                   "--no-upstream-test", "--shrink", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    reduced = next(line for line in lines if line.startswith("cortex-m7 reduced:"))
+    past, size = re.search(r"wrote (\d+) bytes past the end of its scratch \((\d+) B\)", reduced).groups()
+    c_line = next(line for line in lines if line.startswith("cortex-m7 C:"))
+    assert f"wrote {past} bytes past the end of the scratch buffer ({size} B)" in c_line, done.stdout

@@ -24,21 +24,27 @@ from cortexm.cli.options import EXIT_PROBLEMS, cases_timeout_option, choose_lowe
 @click.option("--shrink", "shrink_steps", type=int, default=12, show_default=True,
               help="Shrinking steps at most (channels, spatial size); 0 keeps the call's own sizes.")
 @click.option("--no-upstream-test", is_flag=True, help="Do not write the test in upstream's style.")
+@click.option("--no-c", "no_c", is_flag=True, help="Do not write, build and run the failing call as a C program calling "
+                                                     "CMSIS-NN.")
 @click.option("--sim", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
 @click.option("--executorch-src")
 @click.option("--cmsis-nn-src")
 @lowering_option
 @cases_timeout_option
-def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_test, sim, executorch_src, cmsis_nn_src,
+def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_test, no_c, sim, executorch_src, cmsis_nn_src,
                lowering, timeout) -> int:
     """Cut CASE (a case name, or FILE.py:FACTORY) down to its first failing call on the first -t core.
 
     Writes OUT/reduced_CASE_OP.py (a case file: the call's operator with its parameters and
     weights, fed with the input that reached it, calibrated to the original's quantization),
-    its arrays as .npy beside it, and OUT/test_reduced_CASE_OP.py in the style of ExecuTorch's
-    backends/cortex_m/test/ops. Exit 0 when the reproducer fails the same way (same stage, a
+    its arrays as .npy beside it, OUT/test_reduced_CASE_OP.py in the style of ExecuTorch's
+    backends/cortex_m/test/ops, and, for a call that is one CMSIS-NN call (convolutions, pools)
+    failing in the kernel, OUT/reduced_CASE_OP.c: that call made on CMSIS-NN directly with the
+    recorded arguments, checking its status, its buffers and its output against the reference,
+    built and run on every core. Exit 0 when the reproducer fails the same way (same stage, a
     call of the same operator) and passes on the cores where the original passes; 1 otherwise.
     """
+    from cortexm import sources
     from cortexm.lowering import modelsource
     from cortexm.testing import app, simulate
     from cortexm.testing import reduce as reducing
@@ -62,8 +68,12 @@ def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_tes
         options = Options(cores=cores, case_files=[Path(p) for p in case_files], simulators=dict(simulators), jobs=1,
                           goldens=None, timeout=timeout)
         try:
+            c_call = None
+            tree = sources.locate(sources.CMSIS_NN, cmsis_nn_src).path
+            if not no_c and tree is not None:
+                c_call = reducing.CCall(tree, sim)
             r = reducing.reduce(spec, cores, Path(out_dir), reducing.Runner(options), shrink_steps, progress,
-                                upstream_test=not no_upstream_test)
+                                upstream_test=not no_upstream_test, c_call=c_call)
         finally:
             out.seal({"tool": "cortexm reduce"})
     assert r.piece is not None
@@ -81,5 +91,11 @@ def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_tes
             click.echo(f"wrote {path}")
     if r.note:
         click.echo(f"note: {r.note}")
+    if r.c_file is not None:
+        click.echo(f"C program: {r.c_file} ({r.c_file.read_text().count(chr(10))} lines)")
+        for core, outcome in r.c_outcomes.items():
+            click.echo(f"{core} C:        {outcome.line()}")
+    if r.c_note:
+        click.echo(f"C program: {r.c_note}")
     click.echo("same failure, same cores" if r.same else "the reproducer does NOT fail as the original does")
     return 0 if r.same else EXIT_PROBLEMS

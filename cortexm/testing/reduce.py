@@ -33,6 +33,20 @@ MAX_LEVELS = 2  # producing calls taken in when the call alone does not fail the
 SCRATCH = ".candidates"  # candidates, under the output folder, removed once judged
 
 
+# The stages whose failure a kernel's call alone can show: its arguments refused, the run
+# stopped, memory written outside a buffer, outputs other than the reference.
+KERNEL_STAGES = ("verify", "run", "memory", "compare")
+
+
+@dataclass(frozen=True)
+class CCall:
+    """Where the C program of a failing call is built and run."""
+
+    cmsis_nn: Path  # the CMSIS-NN tree the runner is built from
+    sim: str = "qemu"
+    fvp: str | None = None
+
+
 @dataclass
 class Verdict:
     status: str
@@ -54,6 +68,7 @@ class Reduction:
     failure: Failure
     original: dict[str, Verdict]  # core -> the original's verdict
     reduced: dict[str, Verdict] = field(default_factory=dict)  # core -> the reproducer's
+    reduced_results: dict = field(default_factory=dict)  # core -> the reproducer's CaseResult
     piece: Piece | None = None
     levels: int = 0
     steps: list[str] = field(default_factory=list)  # the shrinking steps taken
@@ -61,6 +76,17 @@ class Reduction:
     lines: int = 0  # of the case file
     calls: int = 0  # kernel calls of the reproducer's program
     note: str = ""  # what the upstream-style test could not have
+    c_file: Path | None = None  # the failing call as a C program calling CMSIS-NN (cortexm.testing.cmsis_call)
+    c_outcomes: dict = field(default_factory=dict)  # core -> its cmsis_call.Outcome
+    c_note: str = ""  # why there is no C program, or what it could not show
+
+    @property
+    def c_same(self) -> bool:
+        """The C program fails on the first core and passes where the original passes."""
+        first = self.c_outcomes.get(self.core)
+        if first is None or first.passed:
+            return False
+        return all(_failed(self.original[c].status) == (not o.passed) for c, o in self.c_outcomes.items())
 
     @property
     def same(self) -> bool:
@@ -137,8 +163,10 @@ def original_case(spec: str, folder: Path) -> tuple[str, Path | None]:
 
 
 def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 12,
-           progress: Callable[[str], None] = lambda _: None, upstream_test: bool = True) -> Reduction:
-    """Reduce `spec`'s first failing call on cores[0]; write the reproducer into `folder`."""
+           progress: Callable[[str], None] = lambda _: None, upstream_test: bool = True,
+           c_call: CCall | None = None) -> Reduction:
+    """Reduce `spec`'s first failing call on cores[0]; write the reproducer into `folder`, and
+    with `c_call` the failing call as a C program calling CMSIS-NN."""
     from cortexm.lowering import modelsource
     from cortexm.pte.bundle import Bundle
 
@@ -193,6 +221,11 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
             break
     reduction.piece = piece
     _write(reduction, folder, runner, cores, progress, upstream_test)
+    if c_call is not None:
+        _write_c(reduction, folder, cores, c_call, progress)
+    scratch = folder / SCRATCH
+    if scratch.is_dir():
+        writes.remove_tree(scratch)
     return reduction
 
 
@@ -260,6 +293,7 @@ def _write(reduction: Reduction, folder: Path, runner: Runner, cores, progress, 
     progress(f"running the reproducer on {', '.join(c.name for c in cores)}")
     got = runner.run(name, cores, folder / f"{stem}.py")
     reduction.reduced = {c: verdict(*rc) for c, rc in got.items()}
+    reduction.reduced_results = {c: rc[0] for c, rc in got.items()}
     reduction.calls = len(got[reduction.core][1])  # the reproducer's program, call by call
     if upstream_test:
         try:
@@ -272,6 +306,64 @@ def _write(reduction: Reduction, folder: Path, runner: Runner, cores, progress, 
         test_path = folder / f"test_{stem}.py"
         writes.atomic(test_path, test_text, inside=folder)
         reduction.files.append(test_path)
-    scratch = folder / SCRATCH
-    if scratch.is_dir():
-        writes.remove_tree(scratch)
+
+
+def _write_c(reduction: Reduction, folder: Path, cores, c_call: CCall, progress) -> None:
+    """The reproducer's failing call as a C program (cortexm.testing.cmsis_call), built and run
+    on every core; its verdicts in `reduction`."""
+    from cortexm.pte.bundle import Bundle
+    from cortexm.pte.tensors import logical
+    from cortexm.testing import cmsis_call
+
+    failure = reduction.failure
+    if not cmsis_call.supports(failure.op):
+        reduction.c_note = f"no C program: {failure.op} is not one CMSIS-NN call (the failure is in the kernel around it)"
+        return
+    if failure.stage not in KERNEL_STAGES:
+        reduction.c_note = f"no C program: a {failure.stage} failure is not the kernel's (its outputs are the reference's)"
+        return
+    first = reduction.reduced.get(reduction.core)
+    same = next((f for f in (first.others if first else []) if f.kind == failure.kind and f.instruction is not None), None)
+    result = reduction.reduced_results.get(reduction.core)
+    if same is None or result is None or not result.pte:
+        reduction.c_note = "no C program: the reproducer's program does not fail at a call of the operator"
+        return
+    calls = {}  # backend -> the call as that core's program makes it, the failing core's first
+    makers: list[str] = []
+    for target in sorted(cores, key=lambda c: c.name != reduction.core):
+        got = reduction.reduced_results.get(target.name)
+        if target.backend in calls or got is None or not got.pte:
+            continue
+        bundle = Bundle.open(got.pte)
+        inputs = [np.array(logical(bundle.read(n), e))
+                  for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs, strict=True)]
+        try:
+            captured = cmsis_call.capture(bundle.pte, inputs, target.backend, same.instruction)
+        except CortexmError:
+            continue
+        if captured.op.split(".")[0] == failure.op.split(".")[0]:
+            calls[target.backend] = captured
+            makers.append(f"{target.name} ({target.backend})")
+    if not calls:
+        reduction.c_note = "no C program: the integer reference does not reach the call"
+        return
+    stem = next(p.stem for p in reduction.files if p.name.startswith("reduced_") and p.suffix == ".py")
+    header = (f"Written by `cortexm reduce {reduction.case} -t {reduction.core}`: call {same.instruction} "
+              f"({failure.op}) of {stem}.py, as the programs for {', '.join(makers)} make it.\n"
+              f"Original on {reduction.core}: {failure.describe()}")
+    path = folder / f"{stem}.c"
+    writes.atomic(path, cmsis_call.c_source(calls, header), inside=folder)
+    reduction.files.append(path)
+    reduction.c_file = path
+    for target in cores:
+        progress(f"the CMSIS-NN call in C on {target.name}")
+        try:
+            reduction.c_outcomes[target.name] = cmsis_call.run(path, target, c_call.cmsis_nn,
+                                                                folder / SCRATCH / f"c-{target.short}", c_call.sim, c_call.fvp)
+        except CortexmError as e:
+            reduction.c_outcomes[target.name] = cmsis_call.Outcome(target.name, False, [f"FAIL not run: {e}"])
+    if not reduction.c_outcomes[reduction.core].passed and not reduction.c_same:
+        reduction.c_note = "the C program does not pass where the original passes"
+    elif reduction.c_outcomes[reduction.core].passed:
+        reduction.c_note = (f"the CMSIS-NN call alone passes on {reduction.core}: the failure is not CMSIS-NN's "
+                            "(the kernel, the program or the lowering)")

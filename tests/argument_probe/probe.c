@@ -8,8 +8,8 @@
  *   R <line> <status> <functions entered, in order, joined by '>'> <scratch bytes> <output scratch bytes>
  *
  * The functions are recorded by -Wl,--wrap around every CMSIS-NN function the wrappers dispatch
- * to (the list is in CMakeLists.txt), so the path is the one the linked CMSIS-NN took, and the
- * status the one it returned. A scratch size of -1 asks for what the core's CMSIS-NN sizes (what
+ * to (WRAPPED in tests/test_arguments.py, built with kernels/cmsis_call), so the path is the one
+ * the linked CMSIS-NN took, and the status the one it returned. A scratch size of -1 asks for what the core's CMSIS-NN sizes (what
  * the runner's runtime check demands); 0 passes no buffer (ctx.buf NULL, as the kernels do for an
  * empty scratch tensor).
  */
