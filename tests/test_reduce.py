@@ -44,6 +44,41 @@ def test_first_failure_is_the_earliest_call_named():
     assert pieces.first_failure(alone, calls).instruction is None
 
 
+def test_a_line_naming_the_model_node_names_its_call():
+    """A lowering line names the node left in float, not a call number; an export that stopped
+    names the node it was handling (lines as cortexm gives them for attention_block and
+    matmul_constant)."""
+    from cortexm.report.results import CaseResult
+
+    calls = [{"instruction": 5, "op": "cortex_m::quantized_batch_matmul.out", "node": "bmm"},
+             {"instruction": 7, "op": "aten::mul.out", "node": "mul"},
+             {"instruction": 9, "op": "cortex_m::softmax.out", "node": "softmax"}]
+    line = ("left in float: 1 aten::mul.out (mul): the quantizer did not annotate aten.mul.Tensor "
+            "(node mul, models.py:126): its operand const float32[1,1,1] is a Python scalar")
+    first = pieces.first_failure(CaseResult("c", "cortex-m55", "XFAIL", failures=[("lowering", line)]), calls)
+    assert (first.instruction, first.kind) == (7, ("lowering", "aten::mul"))
+    stopped = ("export failed: lowering m failed in quantization: AttributeError: 'Tensor' object has no "
+               "attribute 'to_tensor' (handling aten.matmul.default (node matmul, ops.py:192))")
+    assert pieces.handled(stopped) == ("aten::matmul.default", "matmul")
+    export = pieces.first_failure(CaseResult("c", "cortex-m7", "XFAIL", failures=[("export", stopped)]), [])
+    assert (export.instruction, export.kind) == (None, ("export", "aten::matmul"))
+
+
+def test_reduce_an_export_that_stops_at_a_node(runners, tmp_path):
+    """No program to cut from: the node the export stopped at, cut out of the float model, must
+    stop the export the same way (the quantizer's error at a matmul by a constant)."""
+    out = tmp_path / "reduced"
+    done = run_cli("reduce", "matmul_constant", "-t", "cortex-m7", "-o", str(out), "--no-upstream-test")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("matmul_constant node matmul, where the export stops (aten::matmul.default)"), done.stdout
+    original = next(line for line in lines if line.startswith("cortex-m7 original:"))
+    reduced = next(line for line in lines if line.startswith("cortex-m7 reduced:"))
+    error = re.search(r"failed in quantization: (.*) \(handling", original).group(1)
+    assert f"failed in quantization: {error} (handling aten.matmul.default" in reduced, done.stdout
+    assert "torch.ops.aten.matmul.default(" in next(out.glob("reduced_*.py")).read_text()
+
+
 def test_reduce_the_m55_1xn_refusal(runners, tmp_path):
     out = tmp_path / "reduced"
     done = run_cli("reduce", f"{HERE / 'reduce_models' / 'conv1xn.py'}:model", "-t", "cortex-m55", "-t", "cortex-m7",

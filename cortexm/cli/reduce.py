@@ -77,11 +77,13 @@ def reduce_cmd(spec, targets, case_files, out_dir, shrink_steps, no_upstream_tes
         finally:
             out.seal({"tool": "cortexm reduce"})
     assert r.piece is not None
-    click.echo(f"{r.case} call {r.failure.instruction} ({r.failure.op}) on {r.core}, reduced to {r.piece.describe()}"
+    where = f"node {r.node}, where the export stops" if r.node else f"call {r.failure.instruction}"
+    click.echo(f"{r.case} {where} ({r.failure.op}) on {r.core}, reduced to {r.piece.describe()}"
                + (f" with {r.levels} producing call level(s)" if r.levels else "")
                + (f"; shrunk: {'; '.join(r.steps)}" if r.steps else "; not shrunk"))
     case_file = next((p for p in r.files if p.name.startswith("reduced_") and p.suffix == ".py"), None)
-    click.echo(f"reproducer: {r.calls} calls, {r.lines} lines: {case_file or '-'}")
+    size = "no program (its export fails)" if r.node else f"{r.calls} calls"
+    click.echo(f"reproducer: {size}, {r.lines} lines: {case_file or '-'}")
     for core, original in r.original.items():
         reduced = r.reduced.get(core)
         click.echo(f"{core} original: {original.line()}")

@@ -56,6 +56,36 @@ def named_call(line: str) -> int | None:
     return None
 
 
+# A line that names the model's node, not the call's number: `left in float: 1 aten::mul.out
+# (mul): ... (node mul, models.py:126)` (cortexm.checking.reasons).
+_NODE = (re.compile(r"\(node (\w+)[,)]"), re.compile(r"\b\w+::\w+\.\w+ \((\w+)\)"))
+
+
+# An export that stops in a pass or the quantizer names the node it was handling:
+# `... (handling aten.matmul.default (node matmul, ops.py:192))` (cortexm.lowering.stage).
+_HANDLING = re.compile(r"handling (\w+)\.(\w+)\.(\w+) \(node (\w+)[,)]")
+
+
+def handled(line: str) -> tuple[str, str] | None:
+    """(operator as a call names it, "aten::matmul.default"; the model node) of a failure that
+    stopped while handling one node, or None."""
+    found = _HANDLING.search(line)
+    if found is None:
+        return None
+    return f"{found.group(1)}::{found.group(2)}.{found.group(3)}", found.group(4)
+
+
+def named_node(line: str, calls: list[dict]) -> int | None:
+    """The call made from the model node a line names, when one call was."""
+    for pattern in _NODE:
+        for found in pattern.finditer(line):
+            made = [c["instruction"] for c in calls if isinstance(c, dict) and c.get("node") == found.group(1)
+                    and isinstance(c.get("instruction"), int)]
+            if len(made) == 1:
+                return made[0]
+    return None
+
+
 def failures(result, calls: list[dict]) -> list[Failure]:
     """Every failure line of `result` (a CaseResult), earliest call first; lines naming no call
     after, in stage order. A line naming no call in a program of one computing call (an output
@@ -66,9 +96,11 @@ def failures(result, calls: list[dict]) -> list[Failure]:
     found = []
     for stage, line in result.failures:
         n = named_call(line)
+        n = named_node(line, calls) if n is None else n
         n = alone if n is None else n
         order = STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER)
-        found.append(((n if n is not None else 10**9), order, Failure(stage, line, n, ops.get(n, "") if n is not None else "")))
+        op = ops.get(n, "") if n is not None else (handled(line) or ("", ""))[0]
+        found.append(((n if n is not None else 10**9), order, Failure(stage, line, n, op)))
     return [f for *_, f in sorted(found, key=lambda f: f[:2])]
 
 

@@ -79,6 +79,7 @@ class Reduction:
     c_file: Path | None = None  # the failing call as a C program calling CMSIS-NN (cortexm.testing.cmsis_call)
     c_outcomes: dict = field(default_factory=dict)  # core -> its cmsis_call.Outcome
     c_note: str = ""  # why there is no C program, or what it could not show
+    node: str = ""  # the model node the export stopped at, for a failure before any program
 
     @property
     def c_same(self) -> bool:
@@ -178,16 +179,29 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
     first = reduction.original[cores[0].name].failure
     if first is None:
         raise CortexmError(f"{name} passes on {cores[0].name}: nothing to reduce")
-    if first.instruction is None or not result.pte:
+    built = modelsource.load(name) if wrapper is None else modelsource.load(_factory_spec(spec))
+    stopped = pieces.handled(first.line) if first.stage == "export" else None
+    if stopped is not None:
+        # No program: the export stopped at a node. Cut it out of the float model, fed with the
+        # float values that reach it (there may be no quantized model to take them from).
+        floating = _float_graph(built)
+        calls = [{"instruction": k, "node": n.name} for k, n in enumerate(floating.graph.nodes) if n.op == "call_function"]
+        at = next((c["instruction"] for c in calls if c["node"] == stopped[1]), None)
+        if at is None:
+            raise CortexmError(f"{name} on {cores[0].name}: the export stopped at node {stopped[1]}, which the float "
+                               f"model does not have ({first.describe()})")
+        first = Failure(first.stage, first.line, at, first.op)
+        quantized, example = floating, tuple(built.example_inputs)
+        reduction.node = stopped[1]
+    elif first.instruction is None or not result.pte:
         raise CortexmError(f"{name} on {cores[0].name} fails naming no call ({first.describe()}): reduce cuts out a call")
+    else:
+        floating, quantized, example = _models(Bundle.open(result.pte))
+        # The program's input values, in the strides the model was given them (channels-last with a
+        # size-1 dim is a layout only the strides tell).
+        example = tuple(_strided(x, given) for x, given in zip(example, built.example_inputs, strict=False))
     reduction.failure = first
     progress(f"first failing call: {first.op}#{first.instruction}: {first.describe()}")
-    bundle = Bundle.open(result.pte)
-    floating, quantized, example = _models(bundle)
-    built = modelsource.load(name) if wrapper is None else modelsource.load(_factory_spec(spec))
-    # The program's input values, in the strides the model was given them (channels-last with a
-    # size-1 dim is a layout only the strides tell).
-    example = tuple(_strided(x, given) for x, given in zip(example, built.example_inputs, strict=False))
     calibration = built.calibration
 
     def fails_same(candidate: Piece) -> tuple[bool, Verdict]:
@@ -243,6 +257,19 @@ def _models(bundle):
             program._model_inputs(inputs, bundle.sidecar))
 
 
+def _float_graph(built):
+    """The float model as torch.export has it (a GraphModule): what an export's saved float model is."""
+    import torch
+
+    from cortexm.lowering.quantize import quiet_loggers
+
+    quiet_loggers()
+    try:
+        return torch.export.export(built.module, tuple(built.example_inputs), strict=True).module(check_guards=False)
+    except Exception as e:  # noqa: BLE001 - torch.export raises whatever tracing meets
+        raise CortexmError(f"torch.export of the float model fails ({type(e).__name__}): there is no graph to cut") from None
+
+
 def _factory_spec(spec: str) -> str:
     path_text, factory = spec.rsplit(":", 1)
     return f"{Path(path_text).resolve()}:{factory}"
@@ -281,8 +308,10 @@ def _write(reduction: Reduction, folder: Path, runner: Runner, cores, progress, 
     op = reduction.failure.op.split("::")[-1].split(".")[0] or "call"
     name = f"reduced_{reduction.case}_{op}"
     stem = name
-    header = (f"Reproducer written by `cortexm reduce {reduction.case} -t {reduction.core}`: call "
-              f"{reduction.failure.instruction} ({reduction.failure.op}) of {reduction.case}, model nodes "
+    where = (f"node {reduction.node}, where the export stops" if reduction.node
+             else f"call {reduction.failure.instruction}")
+    header = (f"Reproducer written by `cortexm reduce {reduction.case} -t {reduction.core}`: {where} "
+              f"({reduction.failure.op}) of {reduction.case}, model nodes "
               f"{', '.join(piece.model_nodes)}.\nOriginal on {reduction.core}: {reduction.failure.describe()}\n"
               + (f"Shrunk: {'; '.join(reduction.steps)}\n" if reduction.steps else "")
               + f"Run it: cortexm test --cases {stem}.py " + " ".join(f"-t {c.name}" for c in cores))
@@ -316,11 +345,11 @@ def _write_c(reduction: Reduction, folder: Path, cores, c_call: CCall, progress)
     from cortexm.testing import cmsis_call
 
     failure = reduction.failure
-    if not cmsis_call.supports(failure.op):
-        reduction.c_note = f"no C program: {failure.op} is not one CMSIS-NN call (the failure is in the kernel around it)"
-        return
     if failure.stage not in KERNEL_STAGES:
-        reduction.c_note = f"no C program: a {failure.stage} failure is not the kernel's (its outputs are the reference's)"
+        reduction.c_note = f"no C program: the failure ({failure.stage}) is not a kernel's"
+        return
+    if not cmsis_call.supports(failure.op):
+        reduction.c_note = f"no C program: {failure.op} is not one CMSIS-NN call"
         return
     first = reduction.reduced.get(reduction.core)
     same = next((f for f in (first.others if first else []) if f.kind == failure.kind and f.instruction is not None), None)
