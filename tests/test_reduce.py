@@ -44,6 +44,30 @@ def test_first_failure_is_the_earliest_call_named():
     assert pieces.first_failure(alone, calls).instruction is None
 
 
+def test_a_transposed_convolution_shrinks_along_its_own_weight_axes():
+    """A transposed conv's weight is [C_in, C_out, kh, kw]: every channel step must give a piece
+    torch runs, with the channels it says (a conv2d's [C_out, C_in] slicing would not run)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    node = pieces.Node("v0", "aten.conv_transpose2d.input",
+                       [("in", 0), ("const", "weight"), ("const", "bias"), ("lit", [2, 2]), ("lit", [1, 1])])
+    piece = pieces.Piece([node], {"weight": rng.standard_normal((4, 6, 3, 3)).astype(np.float32),
+                                  "bias": rng.standard_normal(6).astype(np.float32)},
+                         [rng.standard_normal((1, 4, 5, 5)).astype(np.float32)],
+                         [[rng.standard_normal((1, 4, 5, 5)).astype(np.float32)]], [False])
+    steps = dict(pieces.smaller(piece))
+    assert {"output channels 6 -> 3", "output channels 6 -> 1", "input channels 4 -> 2", "input channels 4 -> 1"} <= set(steps)
+    for what, candidate in steps.items():
+        x = torch.from_numpy(candidate.example[0])
+        y = torch.ops.aten.conv_transpose2d.input(x, torch.from_numpy(candidate.consts["weight"]),
+                                                  torch.from_numpy(candidate.consts["bias"]), [2, 2], [1, 1])
+        if what.startswith("output channels"):
+            assert y.shape[1] == int(what.split()[-1])
+        if what.startswith("input channels"):
+            assert x.shape[1] == candidate.consts["weight"].shape[0] == int(what.split()[-1])
+
+
 def test_a_line_naming_the_model_node_names_its_call():
     """A lowering line names the node left in float, not a call number; an export that stopped
     names the node it was handling (lines as cortexm gives them for attention_block and

@@ -338,10 +338,13 @@ def _halves(n: int) -> list[int]:
 
 def _sliced(piece: Piece, weight: str | None = None, bias: str | None = None, out: int | None = None,
             inp: int | None = None, feature_axis: int = 1, crop: tuple[int, int] | None = None,
-            groups: int | None = None) -> Piece:
+            groups: int | None = None, transposed: bool = False) -> Piece:
     """`piece` with `out` output channels (the weight's and bias's first rows), `inp` input
     channels (the inputs' `feature_axis` and the weight's second axis; with `groups`, the grouped
-    conv's channels and its groups), or the inputs cropped to `crop` = (axis, size)."""
+    conv's channels and its groups), or the inputs cropped to `crop` = (axis, size). A
+    transposed convolution's weight is [C_in, C_out, kh, kw]: its axes swap roles."""
+    if transposed and weight is not None:
+        return _sliced_transposed(piece, weight, bias, out, inp)
     consts = dict(piece.consts)
 
     def cut(x: np.ndarray) -> np.ndarray:
@@ -370,6 +373,25 @@ def _sliced(piece: Piece, weight: str | None = None, bias: str | None = None, ou
                    calibration=[[cut(x) for x in sample] for sample in piece.calibration])
 
 
+def _sliced_transposed(piece: Piece, weight: str, bias: str | None, out: int | None, inp: int | None) -> Piece:
+    consts = dict(piece.consts)
+    cout = consts[weight].shape[1]
+    chain = {a[1] for n in piece.nodes[1:] for a in n.args if a[0] == "const"}
+    if out is not None:
+        consts[weight] = consts[weight][:, :out]
+        for key in [bias, *chain]:
+            if key and consts[key].shape[:1] == (cout,):
+                consts[key] = consts[key][:out]
+    if inp is not None:
+        consts[weight] = consts[weight][:inp]
+
+    def cut(x: np.ndarray) -> np.ndarray:
+        return x if inp is None else np.take(x, range(inp), axis=1)
+
+    return replace(piece, consts=consts, example=[cut(x) for x in piece.example],
+                   calibration=[[cut(x) for x in sample] for sample in piece.calibration])
+
+
 def _const(node: Node, k: int) -> str | None:
     return node.args[k][1] if len(node.args) > k and node.args[k][0] == "const" else None
 
@@ -387,6 +409,14 @@ def _channel_steps(piece: Piece) -> list[tuple[str, Callable[[], Piece]]]:
             steps += [(f"input channels {cin} -> {c}", partial(_sliced, piece, w, b, inp=c)) for c in _halves(cin)]
         elif groups == cin and cout % cin == 0:
             steps += [(f"channels {cin} -> {c} (groups)", partial(_sliced, piece, w, b, inp=c, groups=cin))
+                      for c in _halves(cin)]
+    elif target == "conv_transpose2d" and w:
+        groups = main.args[6][1] if len(main.args) > 6 and main.args[6][0] == "lit" else 1
+        cin, cout = piece.consts[w].shape[:2]
+        if groups == 1:
+            steps += [(f"output channels {cout} -> {c}", partial(_sliced, piece, w, b, out=c, transposed=True))
+                      for c in _halves(cout)]
+            steps += [(f"input channels {cin} -> {c}", partial(_sliced, piece, w, b, inp=c, transposed=True))
                       for c in _halves(cin)]
     elif target == "linear" and w:
         fout, fin = piece.consts[w].shape
