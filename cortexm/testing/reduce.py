@@ -332,8 +332,8 @@ def _write(reduction: Reduction, folder: Path, runner: Runner, cores, progress, 
             reduction.note = f"upstream's tester could not lower it ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
         xfail = reduction.failure.describe()[:200] if reduction.failure.stage in ("run", "verify", "memory", "compare") else ""
         core = reduction.core
-        runs = (f"{header.rsplit(chr(10), 1)[0]}\nIn an ExecuTorch checkout it belongs in backends/cortex_m/test/ops/ (with its .npy "
-                f"files). Here, upstream's tester with cortexm's runner on QEMU for the implementation test:\n"
+        runs = (f"{header.rsplit(chr(10), 1)[0]}\nIn an ExecuTorch checkout it belongs in backends/cortex_m/test/ops/ "
+                f"(with its .npy files). Here, upstream's tester with cortexm's runner on QEMU for the implementation test:\n"
                 f"  python -m pytest test_{stem}.py -p executorch.backends.cortex_m.test.conftest "
                 f"--cortex-m-target {core} --cortexm-core {core} --cortexm-sim qemu")
         test_text = pieces.upstream_test(piece, name, stem, runs, before, after, xfail)
