@@ -84,6 +84,43 @@ class KnownDefect:
         return "any" in self.stages or bool(set(self.stages) & stages_reached)
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """What known defects make of a run: XFAIL (every failure is theirs), XPASS (a run that could
+    have shown one passed), or FAIL (a failure none of them explains)."""
+
+    status: str  # "XFAIL", "XPASS" or "FAIL" (cortexm.report.results.Status values)
+    reason: str
+    defect: KnownDefect
+
+
+def judge(known: tuple[KnownDefect, ...], failures: list[tuple[str, str]], reached: set[str]) -> Judgement | None:
+    """The verdict of the defects `known` to apply here on a run that failed with `failures`
+    ((stage, line), first first) having reached the stages `reached`; None when they change
+    nothing (no defect applies, or the run passed where none could show). The one place a known
+    defect turns a verdict: the test app's cases, the dialect goldens, upstream's own tests."""
+    if not known:
+        return None
+    if failures:
+        unexplained = [(stage, line) for stage, line in failures if not any(d.explains(stage, line) for d in known)]
+        if unexplained:
+            stage, line = unexplained[0]
+            return Judgement("FAIL", f"fails differently from {known[0].name} ({stage}): {line}", known[0])
+        explaining = next(d for d in known if d.explains(*failures[0]))
+        reason = explaining.reason if explaining.name == explaining.reason else f"{explaining.name}: {explaining.reason}"
+        return Judgement("XFAIL", reason, explaining)
+    if any(d.observable(reached) for d in known):
+        return Judgement("XPASS", f"expected to fail ({known[0].name}) but passed: the defect looks fixed here, update its "
+                                  "record in cortexm/cases/defects.py or the case", known[0])
+    return None
+
+
+def explaining(candidates: tuple[KnownDefect, ...], core: str, stage: str, line: str,
+               locate: dict[str, Locator]) -> KnownDefect | None:
+    """The first of `candidates` that applies on `core` and explains a failure at `stage`."""
+    return next((d for d in candidates if d.applies(core, locate) and d.explains(stage, line)), None)
+
+
 @cache
 def file_sha256(path: Path) -> str | None:
     try:

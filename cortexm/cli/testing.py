@@ -405,8 +405,7 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     locate = defects.default_locators()
     unexplained = []
     for core, test, kind, line in failures:
-        known = next((d for d in defects.UPSTREAM_TEST_DEFECTS
-                      if d.applies(core, locate) and d.explains("upstream-test", f"{test}: {line}")), None)
+        known = defects.explaining(defects.UPSTREAM_TEST_DEFECTS, core, "upstream-test", f"{test}: {line}", locate)
         if known:
             click.echo(f"XFAIL {core} {test}: {known.name}: {line}")
             report["cores"][core].setdefault("known", []).append({"test": test, "defect": known.name})

@@ -224,6 +224,7 @@ def lowered_texts(bundle: ModelBundle, cores: list[Core]) -> dict[str, str | Kno
     """Lower `bundle` for each core (quantized and taken to the edge dialect once) and render
     each; core name -> its text, or the KnownFailure a case's known defect expects."""
     from cortexm import cases
+    from cortexm.cases import defects
     from cortexm.lowering import dialect
 
     case = cases.get(bundle.source["case"]) if "case" in bundle.source else None
@@ -240,15 +241,16 @@ def lowered_texts(bundle: ModelBundle, cores: list[Core]) -> dict[str, str | Kno
                 raise failure
             text = dialect.render(lower(quantized, core, edge=edge).edge.exported_program(), _title(bundle, core))
         except CortexmError as e:
-            if known and known.explains("export", str(e)):
-                texts[core.name] = KnownFailure(f"{known.name}: {known.reason}")
+            judged = defects.judge((known,) if known else (), [("export", str(e))], {"export"})
+            if judged is None:
+                raise
+            if judged.status == "XFAIL":
+                texts[core.name] = KnownFailure(judged.reason)
                 continue
-            if known:
-                raise CortexmError(f"fails differently from {known.name}: {e}") from e
-            raise
-        if known:
-            raise CortexmError(f"{bundle.name} for {core.name} lowered, but the case expects it to fail ({known.name}): "
-                               "the defect looks fixed here, update its record in cortexm/cases/defects.py")
+            raise CortexmError(judged.reason) from e
+        judged = defects.judge((known,) if known else (), [], {"export"})
+        if judged is not None:
+            raise CortexmError(f"{bundle.name} for {core.name} lowered: {judged.reason}")
         texts[core.name] = text
     return texts
 

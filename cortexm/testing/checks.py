@@ -46,24 +46,16 @@ def check(case: case_registry.Case, core: Core, exported: Path | str, options: O
 
 def expect(result: CaseResult, known: tuple) -> None:
     """Turn a failure that known defects explain into XFAIL, a pass they should have
-    prevented into XPASS, and any other failure of such a case into a FAIL that says so."""
-    if not known or result.status == Status.ERROR:
+    prevented into XPASS, and any other failure of such a case into a FAIL that says so
+    (cortexm.cases.defects.judge)."""
+    if result.status == Status.ERROR or result.status not in (Status.FAIL, Status.PASS, Status.NOT_RUN):
         return
-    if result.status == Status.FAIL:
-        unexplained = [(stage, line) for stage, line in result.failures
-                       if not any(d.explains(stage, line) for d in known)]
-        if unexplained:
-            stage, line = unexplained[0]
-            result.reason = f"fails differently from {known[0].name} ({stage}): {line}"
-        else:
-            explaining = next(d for d in known if d.explains(*result.failures[0]))
-            result.status = Status.XFAIL
-            result.reason = (explaining.reason if explaining.name == explaining.reason
-                             else f"{explaining.name}: {explaining.reason}")
-    elif result.status in (Status.PASS, Status.NOT_RUN) and any(d.observable(set(result.stages)) for d in known):
-        result.status = Status.XPASS
-        result.reason = (f"expected to fail ({known[0].name}) but passed: the defect looks fixed "
-                         "here, update its record in cortexm/cases/defects.py or the case")
+    judged = defects.judge(known, result.failures if result.status == Status.FAIL else [], set(result.stages))
+    if judged is None:
+        return
+    if judged.status != "FAIL":
+        result.status = Status(judged.status)
+    result.reason = judged.reason
 
 
 def _check(case, core: Core, exported: Path | str, options: Options, result: CaseResult) -> None:
