@@ -165,3 +165,21 @@ def test_the_build_s_progress_counts_steps_and_claims_no_time_left(monkeypatch, 
     assert counted[-2].endswith("build eta=False: 15/15") and counted[-1].endswith("done, 15/15 in 320 s")
     assert not any("left" in line for line in counted)
     assert any("left" in line for line in lines if "eta=True" in line)  # a task of even steps keeps its ETA
+
+
+def test_the_module_s_project_is_no_runner_input(tmp_path, monkeypatch):
+    """kernels/cmsis_nn_helper compiles nothing into a runner: an edit of it leaves the runners'
+    key as it was (the Nix kernels package leaves it out of its source too)."""
+    from cortexm.firmware import build, paths
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "kernels", tmp_path / "kernels")
+    shutil.copytree(root / "fvp" / "boards", tmp_path / "fvp" / "boards")
+    monkeypatch.setenv(paths.FIRMWARE_SRC_ENV, str(tmp_path))
+    before = build._project_digest()
+    with (tmp_path / "kernels" / "cmsis_nn_helper" / "CMakeLists.txt").open("a") as f:
+        f.write("# an edit\n")
+    assert build._project_digest() == before
+    with (tmp_path / "kernels" / "CMakeLists.txt").open("a") as f:
+        f.write("# an edit\n")
+    assert build._project_digest() != before
