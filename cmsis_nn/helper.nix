@@ -1,5 +1,7 @@
 # CMSIS-NN's buffer-size Python module (its CMSISNN_BUILD_PYBIND target), built from the
-# cmsis-nn input for the flake's Python. The lowering sizes scratch with it, so a program is
+# cmsis-nn input for the flake's Python by cortexm's own CMake project for it
+# (kernels/cmsis_nn_helper: the bindings and only the C sources they reach), as cortexm builds
+# it at run time for a tree of its own. The lowering sizes scratch with it, so a program is
 # planned by the CMSIS-NN its runner runs, an `--override-input cmsis-nn` one too. cortexm
 # takes it from $CORTEXM_CMSIS_NN_HELPER (cortexm/firmware/helper.py) for that tree instead of
 # compiling one at run time with whatever compiler the host has.
@@ -14,18 +16,20 @@
 stdenv.mkDerivation {
   pname = "cmsis-nn-helper";
   version = cmsis-nn-src.shortRev or "unversioned";
-  src = cmsis-nn-src;
+  src = lib.fileset.toSource {
+    root = ../kernels/cmsis_nn_helper;
+    fileset = ../kernels/cmsis_nn_helper;
+  };
 
   nativeBuildInputs = [
     cmake
     ninja
-    (python.withPackages (ps: [ ps.pybind11 ])) # CMSIS-NN finds pybind11 through `python -m pybind11`
+    (python.withPackages (ps: [ ps.pybind11 ])) # found through `python -m pybind11`, as CMSIS-NN does
   ];
   cmakeFlags = [
-    "-DCMSISNN_BUILD_PYBIND=ON"
+    "-DCMSIS_NN_SRC=${cmsis-nn-src}"
     "-DCMAKE_BUILD_TYPE=Release"
   ];
-  ninjaFlags = [ "cmsis_nn" ]; # the module (and the library it links), not the rest
 
   # The module, and the record cortexm reads to tell which tree it was built from.
   installPhase = ''

@@ -32,9 +32,10 @@ let
   );
   # Beside the firmware but no build input (the build driver's key leaves them out too:
   # NOT_BUILD_INPUTS in cortexm/sources/identity.py): a README edit rebuilds no runner. Nor does
-  # an edit of what reads a built runner (its coverage counters, its ELF's sizes).
+  # an edit of what reads a built runner (its coverage counters, its ELF's sizes), nor of the
+  # lowering's host module project (cmsis_nn_helper, cmsis_nn/helper.nix builds it).
   notBuildInputs = lib.fileset.union (lib.fileset.fileFilter (file: file.hasExt "md" || file.hasExt "nix") ../.) (
-    lib.fileset.union ../cortexm/firmware/coverage.py ../cortexm/firmware/size.py
+    lib.fileset.union (lib.fileset.union ../cortexm/firmware/coverage.py ../cortexm/firmware/size.py) ./cmsis_nn_helper
   );
 in
 stdenvNoCC.mkDerivation {

@@ -103,6 +103,47 @@ def test_suite_on_qemu_with_report(runners, tmp_path):
     assert all(s.failures == 0 and s.errors == 0 for s in suites.values())
 
 
+def test_the_runners_build_while_the_cases_export(cache, monkeypatch):
+    """`cortexm test` starts its runner builds before the exports and waits for them only to run
+    the programs: the build below can end only once the exports are written, and the run reports
+    what it gave; a build that raised (a full cache) raises in the run, after the exports."""
+    import threading
+
+    from cortexm.base.errors import StorageError
+    from cortexm.base.targets import core
+    from cortexm.testing import app
+    from cortexm.testing.simulate import InBackground
+
+    monkeypatch.setenv("CORTEXM_EXPORT_CACHE", str(cache))
+    exported = threading.Event()
+    real_export_all = app.export_all
+
+    def export_all(*args, **kwargs):
+        found = real_export_all(*args, **kwargs)
+        exported.set()
+        return found
+
+    def build():
+        if not exported.wait(600):
+            raise AssertionError("the run waited for the build before exporting")
+        return {"cortex-m7": "a reason of the build's"}
+
+    monkeypatch.setattr(app, "export_all", export_all)
+    options = app.Options(cores=[core("cortex-m7")], pattern="relu", building=InBackground(build))
+    results = app.run(options)
+    assert options.simulators == {"cortex-m7": "a reason of the build's"} and options.building is None
+    assert results and all(r.status == "NOT RUN" and r.reason == "not simulated: a reason of the build's"
+                           for r in results), [(r.case, r.status, r.reason) for r in results]
+
+    def full():
+        raise StorageError("builds: No space left on device")
+
+    exported.clear()
+    with pytest.raises(StorageError, match="No space left on device"):
+        app.run(app.Options(cores=[core("cortex-m7")], pattern="relu", building=InBackground(full)))
+    assert exported.is_set()  # raised where the run waits for the runners: after the exports
+
+
 def test_program_lowered_for_the_other_core_fails(cache, exported, tmp_path):
     m55 = exported("avg_pool2d", "cortex-m55")
     junit = tmp_path / "junit.xml"

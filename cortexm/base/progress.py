@@ -24,14 +24,17 @@ PLAIN_EVERY_SECONDS = 15.0
 
 
 class Task:
-    def __init__(self, progress: Progress, description: str, total: float | None, unit: str) -> None:
+    def __init__(self, progress: Progress, description: str, total: float | None, unit: str, eta: bool = True) -> None:
         self.progress, self.description, self.total, self.unit = progress, description, total, unit
+        # eta=False: the count is of steps of unequal cost (a build's compiles and links), so no
+        # time left is derived from it; the count is shown, with the time so far.
+        self.eta = eta
         self.completed = 0.0
         self.started = time.monotonic()
         self._id = None
         self._last_line, self._last_fraction = self.started, 0.0
         if progress.live is not None:
-            self._id = progress.live.add_task(visible(description), total=total)
+            self._id = progress.live.add_task(visible(description), total=total if eta else None)
         else:
             progress.line(f"{description}: started" + (f" ({self._amount(total)})" if total else ""))
 
@@ -46,7 +49,10 @@ class Task:
         if description is not None:
             self.description = description
         if self._id is not None:
-            self.progress.live.update(self._id, completed=self.completed, total=self.total, description=self.description)
+            if self.eta:
+                self.progress.live.update(self._id, completed=self.completed, total=self.total, description=self.description)
+            else:  # an indeterminate bar (rich would derive a time left from a total)
+                self.progress.live.update(self._id, description=visible(f"{self.description} ({self._count()})"))
             return
         now = time.monotonic()
         fraction = self.completed / self.total if self.total else 0.0
@@ -58,7 +64,7 @@ class Task:
         seconds = time.monotonic() - self.started
         if self._id is not None:
             if self.total is not None:
-                self.progress.live.update(self._id, completed=self.total)
+                self.progress.live.update(self._id, completed=self.total, total=self.total)
             self.progress.live.stop_task(self._id)
             return
         self.progress.line(f"{self.description}: done, {self._count()} in {seconds:.0f} s" + (f" ({note})" if note else ""))
@@ -77,7 +83,7 @@ class Task:
 
     def _eta(self, now: float) -> str:
         elapsed = now - self.started
-        if not self.total or not self.completed or elapsed < 1:
+        if not self.eta or not self.total or not self.completed or elapsed < 1:
             return ""
         left = elapsed * (self.total - self.completed) / self.completed
         return f", about {left:.0f} s left"
@@ -117,8 +123,8 @@ class Progress:
         else:
             self.line(message)
 
-    def task(self, description: str, total: float | None = None, unit: str = "") -> Task:
-        return Task(self, description, total, unit)
+    def task(self, description: str, total: float | None = None, unit: str = "", eta: bool = True) -> Task:
+        return Task(self, description, total, unit, eta)
 
     def line(self, text: str) -> None:
         print(f"  {text}", file=sys.stderr, flush=True)
@@ -141,9 +147,9 @@ class _Silent:
     def done(self, note: str = "") -> None: ...
 
 
-def task(progress, description: str, total: float | None = None, unit: str = ""):
+def task(progress, description: str, total: float | None = None, unit: str = "", eta: bool = True):
     """A counted task on `progress` when it is a Progress, else one that shows nothing
     (a plain callback, e.g. from a test, gets messages only)."""
     if isinstance(progress, Progress):
-        return progress.task(description, total, unit)
+        return progress.task(description, total, unit, eta)
     return _Silent()

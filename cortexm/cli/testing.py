@@ -205,16 +205,21 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
             profile=show_profile,
         )
         build = BuildOptions(coverage=bool(coverage_dir), value_counters=value_counters)
-        options.simulators = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress,
-                                                 build=build, timeout=timeout)
-        if coverage_dir:
-            from cortexm.firmware import coverage
 
-            for simulator in options.simulators.values():
-                if not isinstance(simulator, str):
-                    coverage.reset(simulator.runner)
-            if any(core.hosted for core in cores):
-                options.sim_jobs = 1  # libgcov merges a hosted run's counters into the files beside the objects
+        def runners() -> dict:
+            found = simulate.simulators(cores, sim, executorch_src, cmsis_nn_src, progress=progress, build=build,
+                                        timeout=timeout)
+            if coverage_dir:
+                from cortexm.firmware import coverage
+
+                for simulator in found.values():
+                    if not isinstance(simulator, str):
+                        coverage.reset(simulator.runner)
+            return found
+
+        options.building = simulate.InBackground(runners)  # while the cases export
+        if coverage_dir and any(core.hosted for core in cores):
+            options.sim_jobs = 1  # libgcov merges a hosted run's counters into the files beside the objects
         results = app.run(options, progress=progress)
     checks = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})
     elapsed = time.perf_counter() - started

@@ -239,15 +239,20 @@ def _tree_keys(executorch_src, cmsis_nn_src) -> dict[str, str | None]:
     for kind, given, ignore in ((sources.EXECUTORCH, executorch_src, LOWERING_ONLY), (sources.CMSIS_NN, cmsis_nn_src, ())):
         path = sources.locate(kind, given).path
         keys[kind.name] = identity.current(path, ignore).key if path is not None else None
-    keys["project"] = identity.files_digest(paths.kernels(), paths.boards()) if paths.kernels().is_dir() else None
+    keys["project"] = _project_digest() if paths.kernels().is_dir() else None
     return keys
+
+
+def _project_digest() -> str:
+    # kernels/cmsis_nn_helper builds the lowering's host module (cortexm.firmware.helper), no runner.
+    return identity.files_digest(paths.kernels(), paths.boards(), leave_out=("cmsis_nn_helper",))
 
 
 def _unchanged(inputs: dict, et: Path, nn: Path, core: Core) -> None:
     """The trees and the project's files are what the build's key says, after the build too:
     an edit during the build would cache one content's runner under another's key."""
     now = {"executorch": identity.current(et, LOWERING_ONLY).key, "cmsis-nn": identity.current(nn).key,
-           "project": identity.files_digest(paths.kernels(), paths.boards())}
+           "project": _project_digest()}
     changed = [name for name, key in now.items() if inputs[name] != key]
     if changed:
         where = {"executorch": et, "cmsis-nn": nn, "project": paths.kernels().parent}

@@ -6,6 +6,12 @@ per tree content and cached beside the runner builds; or, for the tree it was ma
 the one $CORTEXM_CMSIS_NN_HELPER names (a folder with the module and its helper.json: the
 Nix package builds it from the flake's cmsis-nn input, cmsis_nn/helper.nix).
 
+It is built by kernels/cmsis_nn_helper (the bindings and only the C sources they reach, as
+one unit: ~12 s on 2 cores where CMSIS-NN's own build of its whole library took ~24 s), and
+imported once before it is cached, so a source that project missed is a build error here.
+Without kernels/ (an installed package without the firmware sources) CMSIS-NN's own
+CMakeLists builds it, as before.
+
 ExecuTorch's scratch pass sizes every buffer with this module; the wheel bundles one,
 built from whatever CMSIS-NN the wheel was made with. A tree whose buffer-size functions
 differ (a fix such as CMSIS-NN PR #243, or a contributor's change) must plan with its own,
@@ -53,6 +59,7 @@ def build_helper(tree: Path, progress=None) -> Path:
     """The module built from `tree` (built now if the cache has none)."""
     from cortexm.base import locks
     from cortexm.base import progress as progress_mod
+    from cortexm.firmware import paths
     from cortexm.firmware.commands import _run, builds_dir
 
     given = prebuilt(tree)
@@ -64,9 +71,14 @@ def build_helper(tree: Path, progress=None) -> Path:
         raise CortexmError("pybind11 is not installed (pip install pybind11): CMSIS-NN's module cannot be built") from None
     if shutil.which("cmake") is None:
         raise CortexmError("cmake not found: CMSIS-NN's module cannot be built")
+    project = paths.kernels() / "cmsis_nn_helper"
+    own = (project / "CMakeLists.txt").is_file()
     ident = identity.tree(tree)
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = hashlib.sha256(json.dumps([ident.key, sys.version, pybind11.__version__, suffix]).encode()).hexdigest()[:16]
+    recipe = [ident.key, sys.version, pybind11.__version__, suffix]
+    if own:  # the project is part of what the module is
+        recipe += [(f.name, hashlib.sha256(f.read_bytes()).hexdigest()) for f in sorted(project.iterdir()) if f.is_file()]
+    key = hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:16]
     out = builds_dir() / "cmsis-nn-helper" / key
     module = out / f"cmsis_nn{suffix}"
     if module.is_file() and (out / RECORD).is_file():
@@ -76,18 +88,22 @@ def build_helper(tree: Path, progress=None) -> Path:
     with locks.waiting(work):
         if module.is_file() and (out / RECORD).is_file():
             return module
+        # Its steps are of unequal cost (one compile is most of it): a count, no time left.
+        task = progress_mod.task(progress, "building CMSIS-NN's buffer-size module for the lowering "
+                                 "(once per CMSIS-NN tree)", eta=False)
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        _run(work, ["cmake", *generator, "-S", str(tree), "-B", str(work), "-DCMSISNN_BUILD_PYBIND=ON",
-                    "-DCMAKE_BUILD_TYPE=Release", f"-DPython3_EXECUTABLE={sys.executable}",
-                    f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"], "configure.log",
-             "configuring CMSIS-NN's buffer-size module")
-        task = progress_mod.task(progress, "building CMSIS-NN's buffer-size module for the lowering")
+        source = (["-S", str(project), f"-DCMSIS_NN_SRC={tree}"] if own
+                  else ["-S", str(tree), "-DCMSISNN_BUILD_PYBIND=ON"])
+        _run(work, ["cmake", *generator, *source, "-B", str(work), "-DCMAKE_BUILD_TYPE=Release",
+                    f"-DPython3_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"],
+             "configure.log", "configuring CMSIS-NN's buffer-size module")
         _run(work, ["cmake", "--build", str(work), "--target", "cmsis_nn"], "build.log",
              "building CMSIS-NN's buffer-size module", task)
-        task.done()
         built = next(work.glob(f"cmsis_nn{suffix}"), None)
         if built is None:
             raise CortexmError(f"building CMSIS-NN's buffer-size module left no cmsis_nn{suffix} in {work}")
+        _check_loads(built)
+        task.done()
         staging = out.with_name(out.name + ".partial")
         writes.remove_tree(staging)
         staging.mkdir(parents=True)
@@ -96,3 +112,20 @@ def build_helper(tree: Path, progress=None) -> Path:
         writes.remove_tree(out)
         writes.move(staging, out)
     return module
+
+
+def _check_loads(module: Path) -> None:
+    """Imports `module` in a child Python: the dynamic loader resolves every symbol then
+    (Python loads extensions with RTLD_NOW), so a C function the build left out is named here."""
+    import subprocess
+
+    from cortexm.base import children
+
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('cmsis_nn', sys.argv[1]); "
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))")
+    done = children.run([sys.executable, "-c", code, str(module)], timeout=120, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise CortexmError(f"the CMSIS-NN module built in {module.parent} does not load: "
+                           f"{lines[-1] if lines else 'no output'}")

@@ -109,12 +109,15 @@ def _glob(pattern: str) -> re.Pattern:
 NOT_BUILD_INPUTS = (".md", ".nix")
 
 
-def files_digest(*folders: Path) -> str:
-    """sha256 over the names and contents of every file below `folders` that a build reads."""
+def files_digest(*folders: Path, leave_out: tuple[str, ...] = ()) -> str:
+    """sha256 over the names and contents of every file below `folders` that a build reads
+    (`leave_out`: names of folders below them that it does not)."""
     digest = hashlib.sha256()
+    skipped = {"__pycache__", *leave_out}
     for folder in folders:
         for file in sorted(p for p in folder.rglob("*")
-                           if p.is_file() and "__pycache__" not in p.parts and p.suffix not in NOT_BUILD_INPUTS):
+                           if p.is_file() and not skipped.intersection(p.relative_to(folder).parts)
+                           and p.suffix not in NOT_BUILD_INPUTS):
             digest.update(str(file.relative_to(folder.parent)).encode() + b"\0")
             digest.update(file.read_bytes())
     return digest.hexdigest()

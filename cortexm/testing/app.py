@@ -65,6 +65,8 @@ def run(options: Options, progress: Callable[[str], None] = lambda _: None) -> l
     edits: dict[tuple[str, str], str] = {}
     exported = export_all(pairs, options, progress, edits) if pairs else {}
     export_seconds = time.perf_counter() - t
+    if options.building is not None:  # the runners, built while the exports ran
+        options.simulators, options.building = options.building.result(), None
     by_name = {c.name: c for c in selected}
     from cortexm.base import progress as progress_mod
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cortexm.base.targets import Core
 from cortexm.checking.library import Library
@@ -38,6 +38,9 @@ class Options:
     goldens: Path | None = None
     library: Library | None = None
     simulators: dict[str, Simulator | str] = field(default_factory=dict)  # core -> simulator, or why there is none
+    # The simulators still being built (cortexm.testing.simulate.InBackground): run() takes them as
+    # `simulators` once the exports are done, the builds having run meanwhile.
+    building: Any = None
     jobs: int = 2
     layout: str = "legacy"
     # Programs exported elsewhere (with their sidecar): checked and run as they are, per core.

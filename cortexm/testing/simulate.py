@@ -90,3 +90,31 @@ def simulators(cores: list[Core], sim: str, executorch_src: str | None, cmsis_nn
         except CortexmError as e:
             found[core.name] = str(e)
     return found
+
+
+class InBackground:
+    """`build()` (a `simulators(...)` call) started now in a thread of its own, so that the runner
+    builds overlap the exports: a test run's runners register the suite's operators, known before
+    any program is written (a program that calls more gets a runner of its own when it runs).
+    `result()` waits and gives what `build()` returned, or raises what it raised (a full cache's
+    StorageError) in the caller's thread: the outcome of the call made there, only later. A daemon
+    thread: a run that ends first (an error, or a signal, which stops every child group) does not
+    wait for a build nobody will use."""
+
+    def __init__(self, build: Callable[[], dict[str, RunnerSimulator | str]]) -> None:
+        self._value: dict[str, RunnerSimulator | str] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._target, args=(build,), name="cortexm-runner-build", daemon=True)
+        self._thread.start()
+
+    def _target(self, build: Callable[[], dict[str, RunnerSimulator | str]]) -> None:
+        try:
+            self._value = build()
+        except BaseException as e:  # handed to the thread that waits, as it would have met it
+            self._error = e
+
+    def result(self) -> dict[str, RunnerSimulator | str]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
