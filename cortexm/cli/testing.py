@@ -353,7 +353,7 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
     is in use (--executorch-src), else the installed executorch's.
     """
     from cortexm import sources
-    from cortexm.report import table
+    from cortexm.report import upstream as upstream_report
     from cortexm.sources import backend_source
     from cortexm.testing import upstream
 
@@ -376,47 +376,11 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
             runs = upstream.run_suite(folder, cores, sim, pattern, Path(out_dir), progress)
         finally:
             out.seal({"tool": "cortexm upstream-tests"})
-    rows, failures = [], []
-    report = {"cortexm": __version__, "tests": str(folder), "lowering": backend_source.describe(), "cores": {}}
-    for core, run in runs.items():
-        counts, problems = upstream.verdicts(run["junit"])
-        stats = run["stats"]
-        seconds = stats.get("seconds", {})
-        sim_s, build_s = seconds.get("simulation", 0.0), seconds.get("runner builds", 0.0)
-        rows.append([core, counts["passed"], counts["failed"], counts["errors"], counts["xfailed"], counts.get("xpassed", 0),
-                     counts["skipped"],
-                     stats.get("programs", "-"), f"{run['seconds']:.0f} s",
-                     f"{max(run['seconds'] - sim_s - build_s, 0):.0f} / {sim_s:.0f} / {build_s:.0f} s"])
-        failures += [(core, *p) for p in problems]
-        report["cores"][core] = {**counts, "wall": run["seconds"], "stats": stats, "problems": problems,
-                                 "junit": str(run["junit"]), "log": str(run["log"])}
-    table(["core", "passed", "failed", "errors", "xfailed", "xpassed", "skipped", "programs run", "wall",
-           "lowering+python / simulation / runner builds"], rows,
-          title=f"ExecuTorch's cortex_m tests ({folder}) on cortexm runners ({sim})")
-    for core, run in runs.items():
-        stats = run["stats"]
-        if stats.get("runner"):
-            click.echo(f"{core} runner: {stats['runner']} ({len(stats.get('ops', []))} operators)")
-        xfails = stats.get("xfail", [])
-        if xfails:
-            # Upstream's xfail marks, as they hold here: the ones that pass are stale on this core.
-            passing = [x for x in xfails if x["outcome"] == "xpassed"]
-            click.echo(f"{core}: {len(xfails)} tests marked xfail upstream: {len(xfails) - len(passing)} fail here "
-                       f"as marked, {len(passing)} pass here" + (" (each in the JSON report with why)" if xfails else ""))
-            for x in passing:
-                click.echo(f"  passes here: {x['test']} (upstream's reason: {x['reason']})")
-    from cortexm.cases import defects
-
-    locate = defects.default_locators()
-    unexplained = []
-    for core, test, kind, line in failures:
-        known = defects.explaining(defects.UPSTREAM_TEST_DEFECTS, core, "upstream-test", f"{test}: {line}", locate)
-        if known:
-            click.echo(f"XFAIL {core} {test}: {known.name}: {line}")
-            report["cores"][core].setdefault("known", []).append({"test": test, "defect": known.name})
-        else:
-            click.echo(f"{kind.upper().rstrip('S')} {core} {test}: {line}")
-            unexplained.append(test)
+    report, rows, failures = upstream.summarize(runs, folder, backend_source.describe())
+    upstream_report.print_runs(runs, rows, f"ExecuTorch's cortex_m tests ({folder}) on cortexm runners ({sim})")
+    lines, unexplained = upstream.judge_failures(failures, report)
+    for line in lines:
+        click.echo(line)
     outputs.write(reports["--junit"], upstream.merge_junit({core: run["junit"] for core, run in runs.items()}))
     outputs.write(reports["--json"], json_dumps(report, indent=1, default=str) + "\n")
     return EXIT_PROBLEMS if unexplained else 0

@@ -269,3 +269,45 @@ def merge_junit(reports: dict[str, Path]) -> str:
             merged.append(suite)
     ET.indent(merged)
     return ET.tostring(merged, encoding="unicode", xml_declaration=True) + "\n"
+
+# --- what the sessions said -----------------------------------------------------------------
+
+def summarize(runs: dict[str, dict], folder: Path, lowering: str) -> tuple[dict, list[list], list[tuple]]:
+    """The JSON report of `run_suite`'s sessions, a table row per core, and every failed or
+    erroring test as (core, test, kind, line)."""
+    from cortexm import __version__
+
+    rows: list[list] = []
+    failures: list[tuple] = []
+    report: dict = {"cortexm": __version__, "tests": str(folder), "lowering": lowering, "cores": {}}
+    for core, run in runs.items():
+        counts, problems = verdicts(run["junit"])
+        stats = run["stats"]
+        seconds = stats.get("seconds", {})
+        sim_s, build_s = seconds.get("simulation", 0.0), seconds.get("runner builds", 0.0)
+        rows.append([core, counts["passed"], counts["failed"], counts["errors"], counts["xfailed"], counts.get("xpassed", 0),
+                     counts["skipped"],
+                     stats.get("programs", "-"), f"{run['seconds']:.0f} s",
+                     f"{max(run['seconds'] - sim_s - build_s, 0):.0f} / {sim_s:.0f} / {build_s:.0f} s"])
+        failures += [(core, *p) for p in problems]
+        report["cores"][core] = {**counts, "wall": run["seconds"], "stats": stats, "problems": problems,
+                                 "junit": str(run["junit"]), "log": str(run["log"])}
+    return report, rows, failures
+
+
+def judge_failures(failures: list[tuple], report: dict) -> tuple[list[str], list[str]]:
+    """A line per failed test, XFAIL where a known defect of upstream's tests explains it
+    (cortexm.cases.defects.UPSTREAM_TEST_DEFECTS, recorded in `report`); and the tests none explains."""
+    from cortexm.cases import defects
+
+    locate = defects.default_locators()
+    lines, unexplained = [], []
+    for core, test, kind, line in failures:
+        known = defects.explaining(defects.UPSTREAM_TEST_DEFECTS, core, "upstream-test", f"{test}: {line}", locate)
+        if known:
+            lines.append(f"XFAIL {core} {test}: {known.name}: {line}")
+            report["cores"][core].setdefault("known", []).append({"test": test, "defect": known.name})
+        else:
+            lines.append(f"{kind.upper().rstrip('S')} {core} {test}: {line}")
+            unexplained.append(test)
+    return lines, unexplained
