@@ -58,12 +58,13 @@ def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "f
         if args is None or op_index is None:
             raise CortexmError(f"{pte}: instruction {n} is not a kernel call; only straight-line programs are evaluated")
         operator = plan.operators[op_index]
-        given = [values[i] for i in args]
+        operands = [values[i] for i in args]
         if kernels and operator.name in kernels:
             orders = [_dim_order(plan.values[i].val) for i in args]
-            _call_kernel(kernels[operator.name], operator.name, operator.overload, given, orders, values, torch, observe)
+            _call_kernel(kernels[operator.name], operator.name, operator.overload, operands, orders, values, torch,
+                         observe)
         else:
-            _call(operator.name, operator.overload, given, values, torch)
+            _call(operator.name, operator.overload, operands, values, torch)
         if trace is not None and isinstance(values[args[-1]], torch.Tensor):  # the call's returned value
             trace(n, operator.name, args[-1], values[args[-1]].contiguous().numpy().copy())
     return [values[i].contiguous().numpy().copy() for i in plan.outputs]
@@ -170,7 +171,7 @@ def _program_operators() -> None:
     from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager  # noqa: F401
 
 
-def _program(pte: Path | bytes, method: str):
+def _program(pte: str | Path | bytes, method: str):
     program = _deserialized(pte if isinstance(pte, bytes) else Path(pte).read_bytes())
     for plan in program.execution_plan:
         if plan.name == method:
@@ -292,6 +293,7 @@ def output_scales(pte: str | Path, method: str = "forward") -> list[float | None
     scales: list[float | None] = []
     for index in plan.outputs:
         op, call = writer.get(index, (None, None))
-        scale = plan.values[call.args[1]] if op is not None and "dequantize_per_tensor" in op.name else None
+        scale = (plan.values[call.args[1]] if op is not None and call is not None
+                 and "dequantize_per_tensor" in op.name else None)
         scales.append(float(scale) if isinstance(scale, float) else None)
     return scales
