@@ -958,3 +958,22 @@ def test_program_with_an_infinite_double_is_evaluated():
     pte = to_edge(torch.export.export(Masked(), (x,), strict=True)).to_executorch().buffer
     (out,) = evaluate(pte, [x.numpy()])
     np.testing.assert_allclose(np.asarray(out), Masked()(x).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_program_given_as_bytes_is_named_in_one_short_line():
+    """A program handed over as bytes (the accuracy measure's, the export's references) that
+    cannot be evaluated: the error names it, it does not print the program's bytes."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("executorch")
+    from executorch.exir import to_edge
+
+    from cortexm.base.errors import CortexmError
+    from cortexm.oracle.reference import evaluate
+
+    x = torch.randn(2, 3)
+    pte = to_edge(torch.export.export(torch.nn.ReLU(), (x,), strict=True)).to_executorch().buffer
+    for inputs, method in (([], "forward"), ([x.numpy()], "backward")):
+        with pytest.raises(CortexmError) as raised:
+            evaluate(pte, inputs, method=method)
+        message = str(raised.value)
+        assert message.startswith("the program: ") and "b'" not in message and len(message) < 200, message

@@ -64,10 +64,11 @@ def referenced(plan: ExecutionPlan) -> set[int]:
     seen: set[int] = set()
     while todo:
         index = todo.pop()
-        if index in seen:
+        listed = plan.values[index]
+        if index in seen or not isinstance(listed, ListValue):  # todo holds list values only
             continue
         seen.add(index)
-        for item in plan.values[index].items:
+        for item in listed.items:
             used.add(item)
             if 0 <= item < len(plan.values) and isinstance(plan.values[item], ListValue):
                 todo.append(item)
@@ -126,7 +127,7 @@ def names_of(exported_program) -> dict[str, str]:
     """{content_key: name} of every constant an exported program holds (its parameters,
     buffers and lifted constants), for the sidecar. Needs torch."""
     tensors = {**exported_program.state_dict, **exported_program.constants}
-    found = {}
+    found: dict[str, str] = {}
     for name, tensor in tensors.items():
         if hasattr(tensor, "detach"):
             tensor = tensor.detach().cpu()

@@ -172,6 +172,7 @@ def _add_yaml(library: Library, path: Path) -> None:
         if not value:
             continue
         arguments = None
+        expects: int | None
         if kind == "func":
             name, expects = parse_schema(value, path)
             arguments = argument_names(value)

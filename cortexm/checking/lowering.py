@@ -97,14 +97,15 @@ def survey(plan: ExecutionPlan, sidecar: Sidecar | None = None) -> tuple[int, in
     calls = plan.kernel_calls()
     provenance = {c.get("instruction"): c for c in (sidecar.calls if sidecar else None) or [] if isinstance(c, dict)}
     records = Records.of(sidecar.quantizer, sidecar.passes) if sidecar else None
-    producer = {}  # value index -> (instruction, operator) that first wrote it (an out argument: the last)
+    # value index -> (instruction, operator) that first wrote it (an out argument: the last)
+    producer: dict[int, tuple[int, str]] = {}
     sources = {}  # instruction -> the value its first argument reads
     for n, op, call in calls:
         if call.args:
             producer.setdefault(call.args[-1], (n, op.qualified_name))
             sources[n] = call.args[0]
-    contiguous_inputs = [k for k, index in enumerate(plan.inputs) if _tensor(plan, index) is not None
-                         and _tensor(plan, index).dim_order == CONTIGUOUS_4D and len(_tensor(plan, index).sizes) == 4]
+    contiguous_inputs = [k for k, index in enumerate(plan.inputs) if (tensor := _tensor(plan, index)) is not None
+                         and tensor.dim_order == CONTIGUOUS_4D and len(tensor.sizes) == 4]
     legacy = sidecar is None or sidecar.layout == "legacy"
     left: list[LeftCall] = []
     lowered = 0
@@ -141,7 +142,8 @@ def _reason(plan: ExecutionPlan, name: str, call, producer: dict, sources: dict,
     first = _tensor(plan, call.args[0]) if call.args else None
     if legacy and base_name(name) in LAYOUT_BOUND and first is not None and len(first.sizes) == 4 \
             and first.dim_order == CONTIGUOUS_4D and first.sizes[1] > 1:
-        given = [f"input {k} ({_tensor(plan, plan.inputs[k]).describe()})" for k in contiguous_inputs]
+        given = [f"input {k} ({tensor.describe()})" for k in contiguous_inputs
+                 if (tensor := _tensor(plan, plan.inputs[k])) is not None]
         what = f"the model's {', '.join(given)} {'is' if len(given) == 1 else 'are'}" if given else "its input is"
         return (f"{what} contiguous (NCHW); the cortex_m quantizer takes convolutions, pooling, softmax and "
                 "broadcasts only in channels_last: give the model channels_last inputs "

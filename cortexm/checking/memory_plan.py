@@ -98,11 +98,12 @@ def describe(pte: Path, instruction: int, buffer: int | None) -> tuple[str, str]
     reserved, so it is memory id buffer + 1)."""
     from cortexm.checking import library
     from cortexm.pte import load
+    from cortexm.pte.program import KernelCall
 
     plan = load(pte).plan()
     call = plan.instructions[instruction] if instruction < len(plan.instructions) else None
     unknown = f"planned buffer {buffer}" if buffer is not None else "a buffer"
-    if call is None or not hasattr(call, "op_index"):
+    if not isinstance(call, KernelCall):
         return f"instruction {instruction}", unknown
     op = plan.operators[call.op_index].qualified_name
     number = sum(1 for i in plan.instructions[:instruction + 1] if hasattr(i, "op_index"))

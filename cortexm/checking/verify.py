@@ -141,7 +141,9 @@ def check_ranks(name: str, plan: ExecutionPlan) -> list[Finding]:
     findings: list[Finding] = []
     for index, op, call in plan.kernel_calls():
         limits = PORTABLE_RANKS.get(op.qualified_name)
-        tensor = plan.tensor(call.args[0]) if limits and call.args else None
+        if not limits or not call.args:
+            continue
+        tensor = plan.tensor(call.args[0])
         if tensor is not None and len(tensor.sizes) not in limits[0]:
             ranks, kind, check = limits
             findings.append(Finding("FAIL", name, f"{op.qualified_name}#{index}: input {tensor.describe()} is "

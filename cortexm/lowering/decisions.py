@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+from types import FrameType
 
 from cortexm.lowering import provenance
 
@@ -37,7 +38,8 @@ def annotation(prepared, quantizer) -> dict:
     whether any pattern of the quantizer names the node's operator (None: the quantizer says
     nothing of its patterns)."""
     targets = _pattern_targets(quantizer)
-    not_annotated, shared = [], {}
+    not_annotated: list[dict] = []
+    shared: dict[str, list[str]] = {}
     for node in prepared.graph.nodes:
         if node.op != "call_function" or getattr(node.target, "__name__", "") == "getitem":
             continue
@@ -108,7 +110,7 @@ class _Listener(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         entry = {"pass": record.name.rsplit(".", 1)[-1], "message": record.getMessage()}
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         for _ in range(MAX_FRAMES):
             if frame is None:
                 break
@@ -132,10 +134,10 @@ def _fx_node(value):
 
 def _described(node) -> dict:
     """A node as the sidecar names it, and the float range its output is quantized over."""
-    found = {"node": provenance.model_node(node), "op": op_name(node.target), "module": provenance.module_path(node)}
+    found: dict = {"node": provenance.model_node(node), "op": op_name(node.target), "module": provenance.module_path(node)}
     qparams = (node.meta.get("output_qparams") or {}).get(0)
     scale, zero_point = getattr(qparams, "scale", None), getattr(qparams, "zp", None)
-    if isinstance(scale, float) and isinstance(zero_point, int):
+    if qparams is not None and isinstance(scale, float) and isinstance(zero_point, int):
         found["range"] = [round((qparams.qmin - zero_point) * scale, 6), round((qparams.qmax - zero_point) * scale, 6)]
     return found
 
@@ -183,10 +185,11 @@ def handled_when(error: BaseException) -> str:
 def _frames(error: BaseException):
     """The frames of `error`'s traceback and of the errors it was raised from, outermost first."""
     seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        tb = error.__traceback__
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        tb = current.__traceback__
         while tb is not None:
             yield tb.tb_frame
             tb = tb.tb_next
-        error = error.__cause__ or error.__context__
+        current = current.__cause__ or current.__context__

@@ -41,6 +41,7 @@ from cortexm.lowering import decisions, references
 from cortexm.lowering.modelsource import ModelBundle
 from cortexm.lowering.quantize import Quantized, quantize, quiet_loggers
 from cortexm.lowering.stage import stage
+from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.sources import backend_source
 
 SIDECAR_FORMAT = 1
@@ -69,7 +70,7 @@ class Lowered:
     models: dict[str, bytes] = field(default_factory=dict)
     # Each output's shape, dtype and dim order in the edge program before any cortex_m pass:
     # what the lowered program's outputs must be.
-    signature: list[dict] = field(default_factory=list)
+    signature: list[dict | None] = field(default_factory=list)  # None: an output that is no tensor
     float_module: Any = None  # the float model, for how far quantization moved the outputs
     passes: list = field(default_factory=list)  # what the passes warned, per node (cortexm.lowering.decisions)
 
@@ -109,11 +110,11 @@ def lower(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", e
     return Lowered(edge, quantized.quantized, quantized.models, signature, quantized.float_module, said)
 
 
-def output_signature(program) -> list[dict]:
+def output_signature(program) -> list[dict | None]:
     """Shape, dtype and dim order of each output of an exported program, from its graph."""
     output = next(n for n in program.graph.nodes if n.op == "output")
     values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
-    signature = []
+    signature: list[dict | None] = []
     for node in values:
         value = node.meta.get("val") if hasattr(node, "meta") else None
         if value is None or not hasattr(value, "stride"):
@@ -160,12 +161,12 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
     in_qparams, out_qparams = _io_qparams(program)
     inputs_meta, input_bytes = [], []
     for k, (tensor, index) in enumerate(zip(bundle.example_inputs, plan.inputs, strict=False)):
-        tv = plan.values[index]
+        tv = _tensor(plan, index, f"{bundle.name}: the program's input {k}")
         input_bytes.append(references.laid_out(tensor, tv.dim_order))
         inputs_meta.append(_io_entry(tv, f"{bundle.name}.input-{k}.bin", in_qparams.get(k)))
     outputs_meta, ref_bytes = [], []
     for k, (tensor, index) in enumerate(zip(reference, plan.outputs, strict=False)):
-        tv = plan.values[index]
+        tv = _tensor(plan, index, f"{bundle.name}: the program's output {k}")
         ref_bytes.append(references.laid_out(tensor, tv.dim_order))
         entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
         entry["reference"] = entry.pop("file")
@@ -297,7 +298,7 @@ def place_solved(quantized: Quantized, edge=None) -> None:
                          and call.args[0] == index), None)
         target = quantize and next((n for n, op, call in calls if op.name in solve.SOLVABLE
                                     and call.args[0] == quantize[1].args[-1]), None)
-        if target is None:
+        if quantize is None or target is None:
             continue
         name, args, out = seen[target]
         q, met = solve.solve(bundle.data, name, args, out, seed=zlib.crc32(bundle.input_key(k).encode()))
@@ -337,6 +338,14 @@ def _qparams(args) -> dict:
     _, scale, zero_point, qmin, qmax, dtype = args[:6]
     return {"scale": float(scale), "zero_point": int(zero_point), "qmin": int(qmin), "qmax": int(qmax),
             "dtype": str(dtype).removeprefix("torch.")}
+
+
+def _tensor(plan: ExecutionPlan, index: int, what: str) -> TensorValue:
+    """The tensor at value `index` of `plan`; an input or output that is none is one line."""
+    tv = plan.tensor(index)
+    if tv is None:
+        raise CortexmError(f"{what} is not a tensor")
+    return tv
 
 
 def _io_entry(tv, file: str, quant: dict | None) -> dict:

@@ -129,7 +129,8 @@ def from_factory(factory, name: str | None = None, qtol: int = 0) -> ModelBundle
     from cortexm.sources.backend_source import quiet_lowering_imports
 
     quiet_lowering_imports()
-    name = name or getattr(factory, "__name__", "model")
+    if not name:
+        name = getattr(factory, "__name__", "model")
     torch.manual_seed(zlib.crc32(name.encode()))
     try:
         result = factory()

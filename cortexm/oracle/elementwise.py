@@ -136,7 +136,7 @@ def quantized_activation(args: dict, out: Tensor) -> np.ndarray:
 def _dims4(t: Tensor) -> tuple[int, int, int, int]:
     """The cmsis_nn_dims the C++ builds: the last four sizes, 1 where the rank is smaller."""
     sizes = (1, 1, 1, 1) + t.shape
-    return tuple(sizes[-4:])
+    return sizes[-4], sizes[-3], sizes[-2], sizes[-1]
 
 
 class _Walk:
@@ -144,7 +144,8 @@ class _Walk:
     C code's steps (the broadcast "diffs" included), and an output written in order."""
 
     def __init__(self, op: str, v1: np.ndarray, v2: np.ndarray, pick):
-        self.op, self.v1, self.v2, self.pick, self.written = op, v1, v2, pick, []
+        self.op, self.v1, self.v2, self.pick = op, v1, v2, pick
+        self.written: list[np.ndarray] = []
 
     def _read(self, values: np.ndarray, at: int, count: int) -> np.ndarray:
         require(0 <= at and at + count <= values.size, self.op, "the broadcast walk reads outside an operand")

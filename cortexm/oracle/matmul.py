@@ -44,6 +44,7 @@ def quantized_linear(args: dict, out: Tensor) -> np.ndarray:
     values = memory(x).astype(np.int64).reshape(batches, in_features)
     weights = memory(w).astype(np.int64)[: in_features * out_features].reshape(out_features, in_features)
     filter_offset = int(fp.wrap32(args["filter_offset"]))
+    sums: np.ndarray | int
     if kernel_sum is not None:
         require(kernel_sum.data.dtype == np.int32 and kernel_sum.numel >= out_features, op, "kernel_sum must be int32[out]")
         sums = memory(kernel_sum).astype(np.int64)[:out_features]

@@ -31,7 +31,7 @@ def _qtype(op: str, dtype: str) -> type:
 
 
 def _check_bounds(op: str, qtype: type, quant_min: int, quant_max: int) -> None:
-    info = np.iinfo(qtype)
+    info: np.iinfo = np.iinfo(qtype)
     require(quant_min >= info.min and quant_max <= info.max, op,
             f"[{quant_min}, {quant_max}] exceeds the range of {np.dtype(qtype).name}")
 

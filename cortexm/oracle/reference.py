@@ -38,32 +38,34 @@ def evaluate(pte: str | Path | bytes, inputs: list[np.ndarray], method: str = "f
     the value in logical layout, a copy)."""
     import torch
 
+    where = _named(pte)
     plan, constants = _program(pte, method)
     # The planned buffers, shared as on the device: the emitter lowers view_copy and
     # the like to tensors that alias their input's memory.
     memory = [torch.zeros(size, dtype=torch.uint8) for size in plan.non_const_buffer_sizes]
     values: list = [_value(v.val, constants, memory, torch) for v in plan.values]
     if len(inputs) != len(plan.inputs):
-        raise CortexmError(f"{pte}: the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
+        raise CortexmError(f"{where}: the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
     for k, (data, index) in enumerate(zip(inputs, plan.inputs, strict=True)):
         target = values[index]
         given = torch.from_numpy(np.array(data, copy=True))
         if tuple(given.shape) != tuple(target.shape) or given.dtype != target.dtype:
-            raise CortexmError(f"{pte}: input {k} is {target.dtype}{list(target.shape)}, "
+            raise CortexmError(f"{where}: input {k} is {target.dtype}{list(target.shape)}, "
                                f"given {given.dtype}{list(given.shape)}")
         target.copy_(given)
     for n, instruction in enumerate(_instructions(plan)):
         args = getattr(instruction.instr_args, "args", None)
         op_index = getattr(instruction.instr_args, "op_index", None)
         if args is None or op_index is None:
-            raise CortexmError(f"{pte}: instruction {n} is not a kernel call; only straight-line programs are evaluated")
+            raise CortexmError(f"{where}: instruction {n} is not a kernel call; only straight-line programs are evaluated")
         operator = plan.operators[op_index]
-        given = [values[i] for i in args]
+        operands = [values[i] for i in args]
         if kernels and operator.name in kernels:
             orders = [_dim_order(plan.values[i].val) for i in args]
-            _call_kernel(kernels[operator.name], operator.name, operator.overload, given, orders, values, torch, observe)
+            _call_kernel(kernels[operator.name], operator.name, operator.overload, operands, orders, values, torch,
+                         observe)
         else:
-            _call(operator.name, operator.overload, given, values, torch)
+            _call(operator.name, operator.overload, operands, values, torch)
         if trace is not None and isinstance(values[args[-1]], torch.Tensor):  # the call's returned value
             trace(n, operator.name, args[-1], values[args[-1]].contiguous().numpy().copy())
     return [values[i].contiguous().numpy().copy() for i in plan.outputs]
@@ -170,12 +172,17 @@ def _program_operators() -> None:
     from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager  # noqa: F401
 
 
-def _program(pte: Path | bytes, method: str):
+def _program(pte: str | Path | bytes, method: str):
     program = _deserialized(pte if isinstance(pte, bytes) else Path(pte).read_bytes())
     for plan in program.execution_plan:
         if plan.name == method:
             return plan, program.constant_buffer
-    raise CortexmError(f"{pte}: no method {method!r}")
+    raise CortexmError(f"{_named(pte)}: no method {method!r}")
+
+
+def _named(pte: str | Path | bytes) -> str:
+    """The program as a message names it: its path, or "the program" for its bytes."""
+    return "the program" if isinstance(pte, bytes) else str(pte)
 
 
 @lru_cache(maxsize=4)
@@ -292,6 +299,7 @@ def output_scales(pte: str | Path, method: str = "forward") -> list[float | None
     scales: list[float | None] = []
     for index in plan.outputs:
         op, call = writer.get(index, (None, None))
-        scale = plan.values[call.args[1]] if op is not None and "dequantize_per_tensor" in op.name else None
+        scale = (plan.values[call.args[1]] if op is not None and call is not None
+                 and "dequantize_per_tensor" in op.name else None)
         scales.append(float(scale) if isinstance(scale, float) else None)
     return scales

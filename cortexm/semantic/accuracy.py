@@ -333,8 +333,8 @@ def gate(results, baseline: dict, max_drop_db: float = DEFAULT_MAX_DROP_DB) -> l
                 and old["accuracy_db"] - result.accuracy_db > max_drop_db:
             worse.append(f"SQNR against the float model {old['accuracy_db']:g} -> {result.accuracy_db:g} dB "
                          f"({result.accuracy_db - old['accuracy_db']:+.2f} dB)")
-        if _agreements(old.get("top1")) is not None and _agreements(result.top1) is not None \
-                and _agreements(result.top1) < _agreements(old.get("top1")):
+        agreed, agrees = _agreements(old.get("top1")), _agreements(result.top1)
+        if agreed is not None and agrees is not None and agrees < agreed:
             worse.append(f"top-1 agrees with the float model {old['top1']} -> {result.top1}")
         if not worse:
             continue

@@ -265,7 +265,7 @@ def _point(node: str, ops: list[str], call: Call | None, model: np.ndarray | Non
            scale: float, backend: str | None = None, allowed: int | None = None) -> dict:
     """The point `node` compared: the program's value `ours` (of `call`) against the model's,
     `allowed` LSB apart (None: what the call's operator may)."""
-    point = {"node": node, "model_ops": ops, "call": call.n if call else None, "op": call.op if call else None}
+    point: dict = {"node": node, "model_ops": ops, "call": call.n if call else None, "op": call.op if call else None}
     if model is None or model.shape != ours.shape:
         what = "no model value" if model is None else f"the model's is {list(model.shape)}"
         return {**point, "shape_mismatch": f"the program's value is {list(ours.shape)}, {what}",
