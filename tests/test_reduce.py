@@ -81,6 +81,17 @@ def test_a_line_naming_the_model_node_names_its_call():
             "(node mul, models.py:126): its operand const float32[1,1,1] is a Python scalar")
     first = pieces.first_failure(CaseResult("c", "cortex-m55", "XFAIL", failures=[("lowering", line)]), calls)
     assert (first.instruction, first.kind) == (7, ("lowering", "aten::mul"))
+    # Several nodes, by module where they have one: the earliest call (conv_net_nchw_input's line).
+    nchw = [{"instruction": 2, "op": "aten::convolution.out", "node": "conv2d", "module": "c1"},
+            {"instruction": 3, "op": "aten::relu.out", "node": "relu", "module": ""},
+            {"instruction": 4, "op": "aten::convolution.out", "node": "conv2d_1", "module": "c2"}]
+    line = "left in float: 2 aten::convolution.out (c1, c2); 1 aten::relu.out (relu): the model's input 0 is NCHW"
+    first = pieces.first_failure(CaseResult("c", "cortex-m7", "FAIL", failures=[("lowering", line)]), nchw)
+    assert (first.instruction, first.kind) == (2, ("lowering", "aten::convolution"))
+    # Left in float for another reason is not the same failure.
+    other = pieces.Failure("lowering", "left in float: 1 aten::convolution.out (conv2d): the quantizer did not annotate "
+                           "aten.conv2d.default (node conv2d, r.py:29)", 2, "aten::convolution.out")
+    assert first.reason == "the model's input is NCHW" and other.reason != first.reason
     stopped = ("export failed: lowering m failed in quantization: AttributeError: 'Tensor' object has no "
                "attribute 'to_tensor' (handling aten.matmul.default (node matmul, ops.py:192))")
     assert pieces.handled(stopped) == ("aten::matmul.default", "matmul")

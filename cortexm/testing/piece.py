@@ -44,6 +44,17 @@ class Failure:
         """What must match for a reproducer to fail "the same way": the stage, the call's operator."""
         return self.stage, self.op.split(".", 1)[0]
 
+    @property
+    def reason(self) -> str:
+        """For a lowering failure, why its first call was left in float (cortexm.checking.reasons'
+        words, without names, shapes and numbers): a reproducer must be left in float for the
+        same reason, not only at a call of the same operator."""
+        if self.stage != "lowering" or "): " not in self.line:
+            return ""
+        why = self.line.split("): ", 1)[1]
+        why = re.split(r" \(|: |; ", why, maxsplit=1)[0]
+        return re.sub(r"\s+", " ", re.sub(r"\d+", "", why)).strip()
+
     def describe(self) -> str:
         return f"{self.stage}: {self.line}"
 
@@ -56,9 +67,10 @@ def named_call(line: str) -> int | None:
     return None
 
 
-# A line that names the model's node, not the call's number: `left in float: 1 aten::mul.out
-# (mul): ... (node mul, models.py:126)` (cortexm.checking.reasons).
-_NODE = (re.compile(r"\(node (\w+)[,)]"), re.compile(r"\b\w+::\w+\.\w+ \((\w+)\)"))
+# A line that names the model's nodes, not the calls' numbers: `left in float: 2
+# aten::convolution.out (c1, c2); 1 aten::relu.out (relu): ... (node relu, models.py:126)`
+# (cortexm.checking.reasons).
+_NODES = (re.compile(r"\(node (\w+)[,)]"), re.compile(r"\b\w+::\w+\.\w+ \((\w+(?:, \w+)*)\)"))
 
 
 # An export that stops in a pass or the quantizer names the node it was handling:
@@ -76,14 +88,16 @@ def handled(line: str) -> tuple[str, str] | None:
 
 
 def named_node(line: str, calls: list[dict]) -> int | None:
-    """The call made from the model node a line names, when one call was."""
-    for pattern in _NODE:
+    """The earliest call made from a model node the line names, by the node's name or its
+    module's (a name only one call was made from)."""
+    made = []
+    for pattern in _NODES:
         for found in pattern.finditer(line):
-            made = [c["instruction"] for c in calls if isinstance(c, dict) and c.get("node") == found.group(1)
-                    and isinstance(c.get("instruction"), int)]
-            if len(made) == 1:
-                return made[0]
-    return None
+            for name in found.group(1).split(", "):
+                at = [c["instruction"] for c in calls if isinstance(c, dict) and name in (c.get("node"), c.get("module"))
+                      and isinstance(c.get("instruction"), int)]
+                made += at if len(at) == 1 else []
+    return min(made) if made else None
 
 
 def failures(result, calls: list[dict]) -> list[Failure]:

@@ -54,8 +54,9 @@ class Verdict:
     others: list[Failure] = field(default_factory=list)  # every failure, the first too
 
     def fails_as(self, failure: Failure) -> bool:
-        """Among its failures, one at the same stage in a call of the same operator."""
-        return any(f.kind == failure.kind for f in self.others)
+        """Among its failures, one at the same stage in a call of the same operator (left in
+        float for the same reason, at the lowering)."""
+        return any(f.kind == failure.kind and f.reason == failure.reason for f in self.others)
 
     def line(self) -> str:
         return f"{self.status}" + (f" {self.failure.describe()}" if self.failure else "")
