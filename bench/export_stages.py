@@ -5,7 +5,8 @@
 Exports each built-in case of the default suite (or those -k matches) for each core in this one
 process, as `cortexm test` does in each worker (quantize once per case, then one export per core),
 with no cache, under cProfile; prints the seconds spent in each named step of
-cortexm.lowering.export (cumulative, so a step includes what it calls) and their share of the
+cortexm.lowering.export (cumulative, so a step includes what it calls: `lower` also counts the
+lowering `place the solved data` makes for the cases whose data is solved) and their share of the
 whole, then the functions of cortexm that cost most. Runs in one process: the seconds are CPU
 time of one worker, what the parallel export spends per case.
 """
@@ -25,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS = (
     ("quantize (torch.export, PT2E calibrate/convert, export again)", "lowering/quantize.py", "quantize"),
     ("place the solved data", "lowering/export.py", "place_solved"),
-    ("lower (to_edge, the cortex_m passes)", "lowering/export.py", "lower"),
+    ("to_edge (once per case)", "lowering/export.py", "to_edge_program"),
+    ("lower (a copy of the edge program, the cortex_m passes)", "lowering/export.py", "lower"),
     ("dialect text", "lowering/dialect.py", "render"),
     ("isolated memory plan (a second to_executorch)", "checking/memory_plan.py", "to_executorch_isolated"),
     ("to_executorch", "executorch/exir/program/_program.py", "to_executorch"),
@@ -48,7 +50,7 @@ def main() -> int:
     from cortexm.base.errors import CortexmError
     from cortexm.base.targets import core
     from cortexm.lowering import modelsource, source
-    from cortexm.lowering.export import export
+    from cortexm.lowering.export import export, to_edge_program
     from cortexm.lowering.quantize import quantize
     from cortexm.testing.app import select_cases
     from cortexm.testing.results import Options
@@ -63,9 +65,10 @@ def main() -> int:
         profile.enable()
         try:
             quantized = quantize(modelsource.load(name))
+            edge = to_edge_program(quantized)  # once per case, as the test app's export worker does
             for target in cores:
                 try:
-                    export(quantized, target)
+                    export(quantized, target, edge=edge)
                     exported += 1
                 except CortexmError:
                     failed += 1
@@ -80,7 +83,8 @@ def main() -> int:
     def cumulative(suffix: str, function: str) -> float:
         return sum(v[3] for (file, _, name), v in table.items() if name == function and file.endswith(suffix))
 
-    total = cumulative("lowering/export.py", "export") + cumulative("lowering/quantize.py", "quantize")
+    total = (cumulative("lowering/export.py", "export") + cumulative("lowering/quantize.py", "quantize")
+             + cumulative("lowering/export.py", "to_edge_program"))
     print(f"{len(names)} cases, {exported} programs exported ({failed} failed) for {', '.join(c.name for c in cores)} "
           f"in {wall:.1f} s (under cProfile)\n")
     print("| step | seconds | share | per program |\n| --- | ---: | ---: | ---: |")
