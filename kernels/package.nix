@@ -35,7 +35,7 @@ let
   # an edit of what reads a built runner (its coverage counters, its ELF's sizes), nor of the
   # lowering's host module project (cmsis_nn_helper, cmsis_nn/helper.nix builds it).
   notBuildInputs = lib.fileset.union (lib.fileset.fileFilter (file: file.hasExt "md" || file.hasExt "nix") ../.) (
-    lib.fileset.union (lib.fileset.union ../cortexm/firmware/coverage.py ../cortexm/firmware/size.py) ./cmsis_nn_helper
+    lib.fileset.union (lib.fileset.union ../cortexm/firmware/coverage ../cortexm/firmware/size.py) ./cmsis_nn_helper
   );
 in
 stdenvNoCC.mkDerivation {

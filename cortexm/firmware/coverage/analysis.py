@@ -1,41 +1,23 @@
-"""Which lines, functions and branches of the cortex_m kernels and of CMSIS-NN a run executed.
+"""The counts of a runner's runs, read with the toolchain's gcov: per file, per branch, per call site.
 
-What enters: runners built with gcov counters (BuildOptions(coverage=True)) after the
-runs. What leaves: per core, per file, lines, functions and branches executed, as a table,
-as Cobertura XML and lcov files that CI tools read, and the branches never taken (`NEVER`,
-with the source line). CMSIS-NN's Include/ counts too: the requantize and its rounding
-divide are inline functions there, compiled into each kernel (their counts are summed).
-
-On a Cortex-M core the runner writes its counters at the end of each run into the
-run's folder (kernels/runner/coverage.c, one file of records); `absorb` turns them into
-.gcda files and merges them into the runner's total with the toolchain's gcov-tool. On
-the host, libgcov accumulates them beside the objects itself, so hosted runs of one runner
-must not overlap; on a core, runs overlap and `absorb` takes one run of a runner at a time.
-The toolchain's gcov (its JSON output) gives the counts.
-
-A runner built with value counters also writes them (kernels/runner/value_counters.h: per
-call site of CMSIS-NN's requantize, MVE clamps, MAX and MIN, the values, the exact half steps
-met and the values a clamp or MAX/MIN changed, per lane for MVE), where a branch count says
-nothing; `absorb` sums them and `values` lists them per site.
-
-A core's runs are also kept one by one (the files each run executed, with its program's
-name and size), so `attribute` can say which branch arcs only the exhaustive scope's
-programs take, and the smallest program that takes each: the case to add to a quick suite.
+What enters: a runner's build folder after its runs (`cortexm.firmware.coverage.records`: the
+merged counters, each run's own, the value counters) and its source trees. What leaves: per
+file, lines, functions and branches executed (FileCoverage, `totals`), written as lcov and
+Cobertura (`cortexm.firmware.coverage.writers`); the branches never taken (NEVER), the arcs
+only the scope's programs take (SCOPE_ONLY) and each call site's value counters (VALUE_SITES).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import struct
 import subprocess
-import threading
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from cortexm.base import writes
 from cortexm.base.errors import CortexmError
+from cortexm.firmware.coverage.records import RUNS, TOTAL, VALUES, _arm_tool
+from cortexm.firmware.coverage.writers import _absolute, _cobertura, _lcov, _relative
 
 
 @dataclass(frozen=True)
@@ -49,75 +31,12 @@ class FileCoverage:
     branches_taken: int = 0
 
 
-TOTAL = "coverage-total"  # in the runner's build folder: the merged counters of every run so far
-RUNS = "coverage-runs"  # beside it: each run's own counters (only the files it executed) and its program
 NEVER = "branches-never-taken.txt"  # beside lcov.info: each branch no run took, with its line
-VALUES = "value-counters.json"  # beside it: every run's value counters, summed per call site
 VALUE_SITES = "value-counters.txt"  # beside lcov.info: each call site's value counters, with its line
 VALUE_KINDS = {"R": "requantize", "L": "lower clamp", "U": "upper clamp", "M": "MAX", "N": "MIN"}  # value_counters.h
 CHOICES = {"MAX": ">", "MIN": "<"}  # MAX(a, b) counts the times b > a, MIN(a, b) the times b < a
 SCOPE_ONLY = "branches-only-the-scope-takes.txt"  # beside it: arcs no case outside the scope took
-COUNTER_TAGS = range(0x01A10000, 0x01B10000, 0x20000)  # gcov-io.h: GCOV_TAG_FOR_COUNTER(0..7)
-_ABSORBING: defaultdict[Path, threading.Lock] = defaultdict(threading.Lock)  # a runner's folder -> its runs, one at a time
 WANTED = ("executorch/backends/cortex_m/ops/", "cmsis-nn/Source/", "cmsis-nn/Include/")
-
-
-def reset(runner) -> None:
-    """Counters back to zero before the runs."""
-    work = runner.work()
-    if work is not None:
-        writes.remove_tree(work / TOTAL)
-        writes.remove_tree(work / RUNS)
-        writes.remove(work / VALUES)
-        for gcda in work.rglob("*.gcda"):
-            writes.remove(gcda)
-
-
-def absorb(runner, records: bytes, program: Path | None = None) -> None:
-    """Adds one run's counters (the runner's coverage.bin) to the runner's total, and keeps
-    them apart, named by the `program` that ran."""
-    work = runner.work()
-    if work is None:
-        return
-    with _ABSORBING[work], writes.temporary_folder(work) as tmp:
-        run = Path(tmp) / "run"
-        name, offset, values = None, 0, []
-        while offset < len(records):
-            tag = records[offset:offset + 1]
-            (length,) = struct.unpack_from("<I", records, offset + 1)
-            data = records[offset + 5: offset + 5 + length]
-            offset += 5 + length
-            if tag == b"F":
-                name = run / data.decode().lstrip("/")
-                name.parent.mkdir(parents=True, exist_ok=True)
-                writes.atomic(name, b"")
-            elif tag == b"D" and name is not None:
-                with writes.stream(name, "ab") as f:
-                    f.write(data)
-            elif tag == b"V":
-                values.append(data)
-        if values:
-            _add_values(work / VALUES, values)
-        if program is not None:
-            _keep(run, work / RUNS, program)
-        total = work / TOTAL
-        if not total.exists():
-            writes.move(run, total)
-            return
-        done = subprocess.run([_arm_tool("gcov-tool"), "merge", str(total), str(run), "-o", str(total)],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise CortexmError(f"gcov-tool could not merge a run's counters: {(done.stderr.strip().splitlines() or [''])[-1]}")
-
-
-def _add_values(path: Path, records: list[bytes]) -> None:
-    """A run's 'V' records (kind, line, five counts, file name) added to the sums in `path`."""
-    sums = json.loads(path.read_text()) if path.is_file() else {}
-    for data in records:
-        kind, line, *counts = struct.unpack_from("<7I", data)
-        key = f"{chr(kind)} {data[28:].decode(errors='replace')}:{line}"
-        sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 5), counts, strict=False)]
-    writes.atomic(path, json.dumps(sums))
 
 
 @dataclass(frozen=True)
@@ -172,38 +91,6 @@ def values(runner, out_dir: Path) -> list[ValueSite]:
     out_dir.mkdir(parents=True, exist_ok=True)
     writes.atomic(out_dir / VALUE_SITES, "\n".join(out) + ("\n" if out else ""))
     return sites
-
-
-def _keep(run: Path, runs: Path, program: Path) -> None:
-    """A copy of the .gcda files a run executed, under RUNS/<sequence>/, with its program."""
-    kept = runs / f"{len(list(runs.glob('*'))) if runs.is_dir() else 0:06d}"
-    for gcda in run.rglob("*.gcda"):
-        if _executed(gcda.read_bytes()):
-            target = kept / gcda.relative_to(run)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            writes.copy(gcda, target)
-    kept.mkdir(parents=True, exist_ok=True)
-    # NAME.isolated.pte is the memory oracle's build of NAME's program (cortexm.lowering.export).
-    name = program.name.removesuffix(".pte").removesuffix(".isolated")
-    main = program.with_name(f"{name}.pte")
-    size = (main if main.is_file() else program).stat().st_size
-    writes.atomic(kept / "program.json", json.dumps({"name": name, "bytes": size}))
-
-
-def _executed(gcda: bytes) -> bool:
-    """Whether a .gcda holds any non-zero counter (GCC 12's format: a 16-byte header, then
-    records of tag, length in bytes and data; a counter record of negative length is that
-    many zero counters)."""
-    offset = 16
-    while offset + 8 <= len(gcda):
-        tag, length = struct.unpack_from("<Ii", gcda, offset)
-        offset += 8
-        if length < 0:
-            continue
-        if tag in COUNTER_TAGS and any(gcda[offset:offset + length]):
-            return True
-        offset += length
-    return False
 
 
 def collect(runner, out_dir: Path) -> list[FileCoverage]:
@@ -355,94 +242,6 @@ def never_taken(out_dir: Path) -> list[str]:
 def _json_documents(text: str) -> list[dict]:
     """gcov --stdout prints one JSON document per data file, one per line."""
     return [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
-
-
-def _absolute(path: str, roots: dict[str, Path]) -> str:
-    name, _, rest = path.partition("/")
-    return str(roots[name] / rest) if name in roots else path
-
-
-def _lcov(lines: dict, functions: dict, branches: dict, roots: dict[str, Path]) -> str:
-    out = ["TN:cortexm"]
-    for path in sorted(lines):
-        out.append(f"SF:{_absolute(path, roots)}")
-        fns = functions.get(path, {})
-        out += [f"FN:{line},{name}" for (line, name) in sorted(fns)]
-        out += [f"FNDA:{count},{name}" for (line, name), count in sorted(fns.items())]
-        out += [f"FNF:{len(fns)}", f"FNH:{sum(1 for c in fns.values() if c)}"]
-        arcs = sorted(branches.get(path, {}).items())
-        # lcov: "-" for a branch whose line never ran, else the times it was taken.
-        out += [f"BRDA:{n},0,{k},{c if lines[path].get(n) else '-'}" for n, counts in arcs for k, c in enumerate(counts)]
-        out += [f"BRF:{sum(len(c) for _, c in arcs)}", f"BRH:{sum(1 for _, c in arcs for x in c if x)}"]
-        out += [f"DA:{n},{c}" for n, c in sorted(lines[path].items())]
-        out += [f"LF:{len(lines[path])}", f"LH:{sum(1 for c in lines[path].values() if c)}", "end_of_record"]
-    return "\n".join(out) + "\n"
-
-
-def _rate(branches: dict) -> tuple[int, int, str]:
-    """(taken, total, rate) of branch arcs: line -> counts."""
-    total = sum(len(c) for c in branches.values())
-    taken = sum(1 for c in branches.values() for x in c if x)
-    return taken, total, f"{taken / max(total, 1):.4f}"
-
-
-def _cobertura(lines: dict, branches: dict, roots: dict[str, Path]) -> str:
-    import xml.etree.ElementTree as ET
-
-    valid = sum(len(v) for v in lines.values())
-    covered = sum(1 for v in lines.values() for c in v.values() if c)
-    taken, total, rate = _rate({(p, n): c for p, b in branches.items() if p in lines for n, c in b.items()})
-    root = ET.Element("coverage", {"line-rate": f"{covered / max(valid, 1):.4f}", "branch-rate": rate,
-                                   "lines-covered": str(covered), "lines-valid": str(valid),
-                                   "branches-covered": str(taken), "branches-valid": str(total), "version": "cortexm",
-                                   "timestamp": "0"})
-    ET.SubElement(ET.SubElement(root, "sources"), "source").text = "/"
-    packages = ET.SubElement(root, "packages")
-    for package in sorted({p.rsplit("/", 1)[0] for p in lines}):
-        files = {p: v for p, v in lines.items() if p.rsplit("/", 1)[0] == package}
-        p_valid, p_covered = sum(len(v) for v in files.values()), sum(1 for v in files.values() for c in v.values() if c)
-        package_rate = _rate({(p, n): c for p in files for n, c in branches.get(p, {}).items()})[2]
-        element = ET.SubElement(packages, "package", {"name": package, "line-rate": f"{p_covered / max(p_valid, 1):.4f}",
-                                                      "branch-rate": package_rate})
-        classes = ET.SubElement(element, "classes")
-        for path, file_lines in sorted(files.items()):
-            hit = sum(1 for c in file_lines.values() if c)
-            file_branches = branches.get(path, {})
-            cls = ET.SubElement(classes, "class", {"name": path.rsplit("/", 1)[1], "filename": _absolute(path, roots).lstrip("/"),
-                                                   "line-rate": f"{hit / max(len(file_lines), 1):.4f}",
-                                                   "branch-rate": _rate(file_branches)[2]})
-            ET.SubElement(cls, "methods")
-            xml_lines = ET.SubElement(cls, "lines")
-            for number, count in sorted(file_lines.items()):
-                attributes = {"number": str(number), "hits": str(count)}
-                arcs = file_branches.get(number)
-                if arcs:
-                    taken_here = sum(1 for c in arcs if c)
-                    attributes.update({"branch": "true", "condition-coverage":
-                                       f"{100 * taken_here // len(arcs)}% ({taken_here}/{len(arcs)})"})
-                ET.SubElement(xml_lines, "line", attributes)
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _relative(path: Path, roots: dict[str, Path]) -> str:
-    """'executorch/backends/...' or 'cmsis-nn/Source/...' for a source under one of the trees."""
-    for name, root in roots.items():
-        for base in (root, root.resolve()):
-            try:
-                return f"{name}/{path.relative_to(base)}"
-            except ValueError:
-                continue
-    return str(path)
-
-
-def _arm_tool(name: str) -> str:
-    from cortexm.firmware.tools import toolchain_prefix
-
-    tool = toolchain_prefix() + name
-    if shutil.which(tool) is None:
-        raise CortexmError(f"{tool} not found: the Arm toolchain's {name} reads the Cortex-M counters")
-    return tool
 
 
 def totals(files: list[FileCoverage], prefix: str | tuple[str, ...]) -> tuple[int, int, int, int, int, int]:
