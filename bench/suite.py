@@ -7,8 +7,8 @@ Each run is a fresh process, as a user's is. Cold: empty export and build caches
 (temporary folders), so every case is lowered and the runner is built (beside the exports, as
 `cortexm test` builds it). Built: an empty export cache, the runner and CMSIS-NN's helper as the
 cold run built them: a first run without the builds. Warm: that run again, nothing changed.
-Stage times are summed over cases; export runs in parallel worker processes, so its wall time is what is shown. Upstream: ExecuTorch's
-own implementation tests (`-k test_implementation`, the installed executorch's suite),
+Stage times are summed over cases; export runs in parallel worker processes, so its wall time
+is what is shown. Upstream: ExecuTorch's own implementation tests (`-k test_implementation`, the installed executorch's suite),
 which lower every program afresh, on the same core's runner in the same caches, right
 after; its lowering time is the session's wall minus simulation and runner builds.
 Instructions per MAC divide a case's whole
