@@ -32,17 +32,33 @@ def graph(package: Path) -> dict[str, set[str]]:
 def closure(package: Path, roots: list[str]) -> set[str]:
     """`roots` and every module of `package` they import, directly or not (reading only those)."""
     mods = modules(package)
+    names = frozenset(mods)
     seen, todo = set(), list(roots)
     while todo:
         module = todo.pop()
         if module not in seen:
             seen.add(module)
-            todo.extend(_imports(module, mods, Path(package).name))
+            todo.extend(_imports(module, mods, Path(package).name, names))
     return seen
 
 
-def _imports(name: str, mods: dict[str, Path], root: str) -> set[str]:
-    """The modules of `mods` that module `name` imports."""
+# (module, package, the package's module names, the file's text) -> what it imports: the export
+# cache keys every store on the import closure of its code, read afresh each time; a file whose
+# text is the same is not parsed again (its text is still read, so an edit is always seen).
+_IMPORTS: dict[tuple[str, str, frozenset[str], str], frozenset[str]] = {}
+
+
+def _imports(name: str, mods: dict[str, Path], root: str, names: frozenset[str] | None = None) -> set[str]:
+    """The modules of `mods` that module `name` imports (`names`: mods' names, when known)."""
+    text = mods[name].read_text()
+    key = (name, root, frozenset(mods) if names is None else names, text)
+    if key not in _IMPORTS:
+        _IMPORTS[key] = frozenset(_parsed_imports(name, mods, root, text))
+    return set(_IMPORTS[key])
+
+
+def _parsed_imports(name: str, mods: dict[str, Path], root: str, text: str) -> set[str]:
+    """_imports of module `name` whose source is `text`, parsed."""
 
     def known(target: str) -> str | None:
         while target and target not in mods:
@@ -52,7 +68,7 @@ def _imports(name: str, mods: dict[str, Path], root: str) -> set[str]:
     path = mods[name]
     here = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(syntax.parse(path.read_text(), str(path))):
+    for node in ast.walk(syntax.parse(text, str(path))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

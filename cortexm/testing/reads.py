@@ -210,9 +210,16 @@ def _read(path: str, listing: bool) -> str:
         return "absent"
 
 
+@cache
+def _distributions() -> dict[str, list[str]]:
+    """Top-level name -> distributions, read once per process (a scan of every installed
+    distribution's metadata, long; the versions are checked again by `changed`)."""
+    return metadata.packages_distributions()
+
+
 def _packages() -> dict[str, str]:
     """Every installed distribution a loaded module comes from, by version."""
-    by_top = metadata.packages_distributions()
+    by_top = _distributions()
     found: dict[str, str] = {}
     for name in list(sys.modules):
         for dist in by_top.get(name.partition(".")[0], ()):
