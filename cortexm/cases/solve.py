@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cortexm.oracle import fixedpoint as fp
-from cortexm.oracle.tensor import Tensor, from_memory, memory
+from cortexm.oracle.tensor import Tensor, flat, from_memory
 from cortexm.oracle.window import dims, pairs, windows
 
 SOLVABLE = ("cortex_m::quantized_conv2d", "cortex_m::quantized_depthwise_conv2d", "cortex_m::quantized_linear")
@@ -65,25 +65,21 @@ class Accumulators:
         return fp.requantize(fp.wrap32(acc), self.multiplier, self.shift)
 
 
-def _vector(value) -> np.ndarray:
-    return (memory(value) if isinstance(value, Tensor) else np.asarray(value)).astype(np.int64).reshape(-1)
-
-
 def accumulators(op: str, args: dict, out: Tensor) -> Accumulators:
     x = args["input"]
     out_offset, activation = int(args["output_offset"]), (int(args["activation_min"]), int(args["activation_max"]))
     if op == "cortex_m::quantized_linear":
         fin, fout = x.shape[-1], out.shape[-1]
         rows = x.numel // fin
-        weights = _vector(args["weights"])[: fin * fout].reshape(fout, fin) + int(args["filter_offset"])
-        bias = np.zeros(fout, np.int64) if args["bias"] is None else _vector(args["bias"])[:fout]
+        weights = flat(args["weights"])[: fin * fout].reshape(fout, fin) + int(args["filter_offset"])
+        bias = np.zeros(fout, np.int64) if args["bias"] is None else flat(args["bias"])[:fout]
         idx = np.broadcast_to(np.arange(rows)[:, None, None] * fin + np.arange(fin), (rows, fout, fin))
         w = np.broadcast_to(weights, (rows, fout, fin))
         const = np.broadcast_to(bias + int(args["input_offset"]) * weights.sum(axis=1), (rows, fout))
         channel = np.broadcast_to(np.arange(fout), (rows, fout))
         position = np.broadcast_to(np.arange(rows)[:, None], (rows, fout))
-        multiplier = np.full(rows * fout, _vector(args["requantize_multipliers"])[0])
-        shift = np.full(rows * fout, _vector(args["requantize_shifts"])[0])
+        multiplier = np.full(rows * fout, flat(args["requantize_multipliers"])[0])
+        shift = np.full(rows * fout, flat(args["requantize_shifts"])[0])
         return Accumulators(idx.reshape(rows * fout, fin), w.reshape(rows * fout, fin), const.reshape(-1),
                             channel.reshape(-1), position.reshape(-1), multiplier, shift, out_offset, activation)
     n, h, wd, c = dims(x, False)
@@ -96,7 +92,7 @@ def accumulators(op: str, args: dict, out: Tensor) -> Accumulators:
         per = oc // c
         taps = np.stack([t for _, _, t in windows(ids, (oh, ow), (kh, kw), stride, padding, dilation, -1)], axis=-1)
         idx = taps[:, :, :, np.arange(oc) // per, :]  # (n, oh, ow, oc, kh*kw): output channel o reads o // per
-        w = np.broadcast_to(_vector(weight).reshape(kh * kw, oc).T, idx.shape)
+        w = np.broadcast_to(flat(weight).reshape(kh * kw, oc).T, idx.shape)
     else:
         o, kh, kw, ki = weight.shape
         groups = c // ki
@@ -104,15 +100,15 @@ def accumulators(op: str, args: dict, out: Tensor) -> Accumulators:
         taps = taps.reshape(n, oh, ow, kh * kw, groups, ki)
         group = np.arange(oc) // (oc // groups)
         idx = np.moveaxis(taps[:, :, :, :, group, :], 4, 3).reshape(n, oh, ow, oc, kh * kw * ki)
-        w = np.broadcast_to(_vector(weight).reshape(oc, kh * kw * ki), idx.shape)
+        w = np.broadcast_to(flat(weight).reshape(oc, kh * kw * ki), idx.shape)
     pad = idx < 0
     w = np.where(pad, 0, w).reshape(-1, idx.shape[-1])
     idx = np.where(pad, 0, idx).reshape(-1, idx.shape[-1])
-    bias = np.zeros(oc, np.int64) if args["bias"] is None else _vector(args["bias"])[:oc]
+    bias = np.zeros(oc, np.int64) if args["bias"] is None else flat(args["bias"])[:oc]
     channel = np.broadcast_to(np.arange(oc), (n, oh, ow, oc)).reshape(-1)
     position = np.broadcast_to(np.arange(n * oh * ow).reshape(n, oh, ow, 1), (n, oh, ow, oc)).reshape(-1)
     const = bias[channel] + int(args["input_offset"]) * w.sum(axis=1)
-    multipliers, shifts = _vector(args["requantize_multipliers"]), _vector(args["requantize_shifts"])
+    multipliers, shifts = flat(args["requantize_multipliers"]), flat(args["requantize_shifts"])
     return Accumulators(idx, w, const, channel, position, multipliers[channel], shifts[channel], out_offset, activation)
 
 

@@ -38,13 +38,8 @@ import numpy as np
 
 from cortexm.oracle import fixedpoint as fp
 from cortexm.oracle.epilogue import requantize_to_int8
-from cortexm.oracle.tensor import Tensor, from_memory, memory, require
+from cortexm.oracle.tensor import Tensor, flat, from_memory, memory, require
 from cortexm.oracle.window import activations, dims, pairs, require_4d, require_channels_last, windows
-
-
-def _vector(value) -> np.ndarray:
-    """A per-channel argument (an int32 tensor, or a list) as int64."""
-    return (memory(value) if isinstance(value, Tensor) else np.asarray(value)).astype(np.int64).reshape(-1)
 
 
 def _common(op: str, args: dict, out: Tensor, nhwc: bool) -> tuple:
@@ -55,7 +50,7 @@ def _common(op: str, args: dict, out: Tensor, nhwc: bool) -> tuple:
     require(w.data.dtype == np.int8, op, "weight must be int8")
     require(bias is None or bias.data.dtype == np.int32, op, "bias must be int32")
     channels = dims(out, nhwc)[3]
-    multipliers, shifts = _vector(args["requantize_multipliers"]), _vector(args["requantize_shifts"])
+    multipliers, shifts = flat(args["requantize_multipliers"]), flat(args["requantize_shifts"])
     require(multipliers.size == channels and shifts.size == channels, op, "per-channel params must match output channels")
     require(bias is None or bias.numel >= channels, op, "bias shorter than the output channels")
     bias_values = np.zeros(channels, np.int64) if bias is None else memory(bias).astype(np.int64)[:channels]

@@ -52,6 +52,11 @@ def memory(t: Tensor) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(t.data, t.dim_order)).reshape(-1)
 
 
+def flat(value) -> np.ndarray:
+    """An argument a kernel reads as a vector (a tensor's memory, or a list of ints), as int64."""
+    return (memory(value) if isinstance(value, Tensor) else np.asarray(value)).astype(np.int64).reshape(-1)
+
+
 def from_memory(flat: np.ndarray, out: Tensor) -> np.ndarray:
     """Values written to `out`'s memory (flat, memory order), in `out`'s logical shape and dtype."""
     flat = np.asarray(flat).reshape(-1)

@@ -81,8 +81,8 @@ _GUARDS = {"MVE": "defined(ARM_MATH_MVEI)", "DSP": "defined(ARM_MATH_DSP)"}  # M
 
 
 def _literal(values) -> str:
-    flat = [int(v) for v in np.asarray(values).reshape(-1)]
-    rows = [", ".join(str(v) for v in flat[i:i + 16]) for i in range(0, len(flat), 16)]
+    numbers = [int(v) for v in np.asarray(values).reshape(-1)]
+    rows = [", ".join(str(v) for v in numbers[i:i + 16]) for i in range(0, len(numbers), 16)]
     return "{\n    " + ",\n    ".join(rows) + "\n}"
 
 
@@ -119,7 +119,7 @@ def c_source(calls: dict[str, Captured], header: str) -> str:
     variant's program makes it (`calls`: backend -> Captured, the failing core's first). The
     variants may differ in the scratch the lowering planned and in the values that reach the
     call; the call itself (operator, shapes, parameters) must be the same."""
-    from cortexm.oracle.tensor import memory
+    from cortexm.oracle.tensor import flat
     from cortexm.oracle.window import dims
 
     first = next(iter(calls.values()))
@@ -141,7 +141,11 @@ def c_source(calls: dict[str, Captured], header: str) -> str:
     out_bytes = int(np.prod(first.out_shape))
     has_scratch = "scratch" in a and a["scratch"] is not None
     reverse = entry == "transpose_conv"
-    data = [_const_array("int8_t", "input_data", {b: memory(k.args["input"]) for b, k in calls.items()}),
+    def each(argument: str) -> dict[str, np.ndarray]:
+        """The argument's values as each variant's program passes them."""
+        return {b: flat(k.args[argument]) for b, k in calls.items()}
+
+    data = [_const_array("int8_t", "input_data", each("input")),
             _const_array("int8_t", "expected", {b: k.expected for b, k in calls.items()}),
             f"static int8_t output[{out_bytes + GUARD}] __attribute__((aligned(16)));\n"]
     comment = ("/* The scratch bytes each core's program passes (the lowering plans them per CMSIS-NN variant); "
@@ -159,16 +163,12 @@ def c_source(calls: dict[str, Captured], header: str) -> str:
     say(f"    const cmsis_nn_dims output_dims = {{{on}, {oh}, {ow}, {oc}}};")
     if entry in ("conv", "depthwise", "transpose_conv"):
         weight = a["weight"]
-        data.append(_const_array("int8_t", "filter_data", {b: memory(k.args["weight"]) for b, k in calls.items()}))
+        data.append(_const_array("int8_t", "filter_data", each("weight")))
         bias = a.get("bias")
         if bias is not None:
-            data.append(_const_array("int32_t", "bias_data", {b: memory(k.args["bias"]) for b, k in calls.items()}))
-        data.append(_const_array("int32_t", "multipliers",
-                                 {b: np.asarray(_values(k.args["requantize_multipliers"])) for b, k in calls.items()},
-                                 const=False))
-        data.append(_const_array("int32_t", "shifts",
-                                 {b: np.asarray(_values(k.args["requantize_shifts"])) for b, k in calls.items()},
-                                 const=False))
+            data.append(_const_array("int32_t", "bias_data", each("bias")))
+        data.append(_const_array("int32_t", "multipliers", each("requantize_multipliers"), const=False))
+        data.append(_const_array("int32_t", "shifts", each("requantize_shifts"), const=False))
         fo, fh, fw, fi = (int(v) for v in weight.shape)
         if entry == "depthwise":
             say(f"    const cmsis_nn_dims filter_dims = {{1, {fh}, {fw}, {oc}}};")
@@ -343,12 +343,6 @@ int main(void)
     return failed;
 }}
 """
-
-
-def _values(value) -> list[int]:
-    from cortexm.oracle.tensor import Tensor, memory
-
-    return [int(v) for v in (memory(value) if isinstance(value, Tensor) else np.asarray(value)).reshape(-1)]
 
 
 @dataclass
