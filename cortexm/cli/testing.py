@@ -193,17 +193,6 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     with Progress() as progress:
         if sim != "none":
             fetch_missing_trees(executorch_src, cmsis_nn_src, offline, progress)
-        choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
-        for path in case_files:  # before the runners are built: a case file that fails to import costs nothing
-            app.load_case_file(Path(path), timeout)
-        options = app.Options(
-            cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
-            goldens=Path(goldens) if goldens else app.default_goldens(),
-            library=library.load(library_path) if library_path else None,
-            jobs=max(1, jobs), grid=grid, shard=shard, scope=tuple(scope),
-            evaluation=(evaluation.path, evaluation.digest) if evaluation else None, timeout=timeout,
-            profile=show_profile,
-        )
         build = BuildOptions(coverage=bool(coverage_dir), value_counters=value_counters)
 
         def runners() -> dict:
@@ -217,7 +206,22 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
                         coverage.reset(simulator.runner)
             return found
 
-        options.building = simulate.InBackground(runners)  # while the cases export
+        # The runners need no lowering: their build starts first, beside the CMSIS-NN module's
+        # (mostly one compile, one core) and then the exports. A case file that fails to import
+        # ends the run, and the build with it (cortexm.base.children).
+        building = simulate.InBackground(runners)
+        choose_lowering(executorch_src, lowering, cmsis_nn_src, progress)
+        for path in case_files:
+            app.load_case_file(Path(path), timeout)
+        options = app.Options(
+            cores=cores, pattern=pattern, case_files=[Path(f) for f in case_files], ptes=[Path(p) for p in ptes],
+            goldens=Path(goldens) if goldens else app.default_goldens(),
+            library=library.load(library_path) if library_path else None,
+            jobs=max(1, jobs), grid=grid, shard=shard, scope=tuple(scope),
+            evaluation=(evaluation.path, evaluation.digest) if evaluation else None, timeout=timeout,
+            profile=show_profile,
+        )
+        options.building = building
         if coverage_dir and any(core.hosted for core in cores):
             options.sim_jobs = 1  # libgcov merges a hosted run's counters into the files beside the objects
         results = app.run(options, progress=progress)

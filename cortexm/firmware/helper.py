@@ -6,9 +6,10 @@ per tree content and cached beside the runner builds; or, for the tree it was ma
 the one $CORTEXM_CMSIS_NN_HELPER names (a folder with the module and its helper.json: the
 Nix package builds it from the flake's cmsis-nn input, cmsis_nn/helper.nix).
 
-It is built by kernels/cmsis_nn_helper (the bindings and only the C sources they reach, as
-one unit: ~12 s on 2 cores where CMSIS-NN's own build of its whole library took ~24 s), and
-imported once before it is cached, so a source that project missed is a build error here.
+It is built by kernels/cmsis_nn_helper (the bindings, unoptimised, and only the C sources
+they reach, as one unit: ~8 s on 2 cores where CMSIS-NN's own build of its whole library
+took ~24 s), and imported once before it is cached, so a source that project missed is a
+build error here.
 Without kernels/ (an installed package without the firmware sources) CMSIS-NN's own
 CMakeLists builds it, as before.
 
