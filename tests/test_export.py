@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
 import numpy as np
+import pytest
 
 from conftest import run_cli
 from cortexm.pte import load
+from cortexm.pte.sidecar import Sidecar
 
 
 def test_bundle_matches_program(exported):
@@ -18,6 +21,9 @@ def test_bundle_matches_program(exported):
     assert sidecar["target"] == "cortex-m7" and sidecar["backend"] == "DSP"
     assert sidecar["pte_sha256"] == hashlib.sha256(pte.read_bytes()).hexdigest()
     assert sidecar["executorch"]["git_version"]
+    # One schema: every key written is a field the readers know, in the order the class gives.
+    written = [f.name for f in dataclasses.fields(Sidecar) if f.name in sidecar]
+    assert list(sidecar) == written, set(sidecar) - set(written)
     for entries, indices, key in ((sidecar["inputs"], plan.inputs, "file"), (sidecar["outputs"], plan.outputs, "reference")):
         assert len(entries) == len(indices)
         for entry, index in zip(entries, indices, strict=True):
@@ -98,3 +104,11 @@ def test_solved_data_is_placed_once_for_every_core(exported):
     placed = sidecars[0]["data_targets"]
     assert [p["call"].split()[-1] for p in placed["inputs"]] == ["cortex_m::quantized_conv2d"] and placed["met"] > 0
     assert placed == sidecars[1]["data_targets"] and inputs[0] == inputs[1]
+
+
+def test_a_sidecar_field_nobody_reads_cannot_be_written():
+    made = Sidecar.made(cortexm={"format": 1}, name="m", qtol=1)
+    assert made.raw == {"cortexm": {"format": 1}, "name": "m", "qtol": 1} and made.replaced(name="n").name == "n"
+    with pytest.raises(TypeError, match="not a sidecar field: colour"):
+        Sidecar.made(name="m", colour="red")
+

@@ -58,14 +58,13 @@ def test_a_convolution_left_on_int8_fails_with_its_module_and_the_fusion_a_pass_
 def test_export_fails_a_convolution_left_on_int8_in_one_line(exported, capsys):
     """What `cortexm export` prints and fails with (the command's exit follows the line it is given:
     tests/test_deployment.py runs it)."""
-    import json
     from types import SimpleNamespace
 
     from cortexm.base import targets
     from cortexm.cli import lowering as command
 
     pte = exported(f"{MODELS}:conv_relu_cat", "cortex-m7")
-    result = SimpleNamespace(name="conv_relu_cat", pte=pte.read_bytes(), sidecar=json.loads(pte.with_suffix(".json").read_text()))
+    result = SimpleNamespace(name="conv_relu_cat", pte=pte.read_bytes(), sidecar=read_sidecar(pte))
     failure = command._say_deployment(result, targets.core("cortex-m7"))
     assert failure.startswith("left on int8 without a cortex_m kernel: 1 aten::convolution.out (conv): the aten.relu.default "
                               "after it, relu (act), was not fused into it"), failure
@@ -180,7 +179,6 @@ def test_the_pinned_trees_spatial_mean_is_a_known_defect(exported, monkeypatch):
     rewrites only adaptive_avg_pool2d (upstream PR #22154 adds the mean; the 1.5.1 wheel has it and
     lowers mean_hw whole, as tests/goldens records). The line is the one a mean no pattern takes gets (mean_over_width, on
     the wheel); `cortexm export mean_hw` on that tree names the defect after it."""
-    import json
     from types import SimpleNamespace
 
     from cortexm import cases, sources
@@ -202,9 +200,8 @@ def test_the_pinned_trees_spatial_mean_is_a_known_defect(exported, monkeypatch):
     line = lowering.failure_line(lowering.survey(load(pte).plan(), read_sidecar(pte))[2])
     assert known.explains("lowering", line)
     monkeypatch.setattr(defects, "default_locators", lambda: in_tree)
-    sidecar = json.loads(pte.with_suffix(".json").read_text())
-    found = command._known_defect(SimpleNamespace(sidecar={**sidecar, "source": {"case": "mean_hw"}}), targets.core("cortex-m7"),
-                                  line)
+    sidecar = read_sidecar(pte).replaced(source={"case": "mean_hw"})
+    found = command._known_defect(SimpleNamespace(sidecar=sidecar), targets.core("cortex-m7"), line)
     assert found is known
 
 

@@ -86,14 +86,14 @@ def test_a_right_lowering_means_the_model_point_by_point():
     """Every activation the quantized model computes is found in the program (the call that
     computed it, by provenance) and is within its operator's tolerance."""
     result = _export("conv2d_relu")
-    semantic = result.sidecar["semantic"]
+    semantic = result.sidecar.semantic
     assert judge.departures(semantic) == []
     ops = [(p["op"], p["model_ops"]) for p in semantic["points"]]
     assert ("cortex_m::quantize_per_tensor", ["input input_1"]) in ops or ops[0][0] == "cortex_m::quantize_per_tensor"
     conv = next(p for p in semantic["points"] if p["op"] == "cortex_m::quantized_conv2d")
     assert "aten.conv2d" in conv["model_ops"] and conv["max_lsb"] <= judge.tolerance(conv["op"]).lsb
     assert semantic["points"][-1]["node"] == "output 0" and semantic["points"][-1]["max_lsb"] == 0
-    assert semantic["model_outputs"][0]["shape"] == result.sidecar["outputs"][0]["shape"]
+    assert semantic["model_outputs"][0]["shape"] == result.sidecar.outputs[0]["shape"]
     assert semantic["float"][0]["sqnr_db"] is None or semantic["float"][0]["sqnr_db"] > 20
 
 
@@ -105,7 +105,7 @@ def test_a_wrong_but_consistent_multiplier_fails_at_its_call(monkeypatch):
     right = module.quantize_multiplier_aot
     monkeypatch.setattr(module, "quantize_multiplier_aot", lambda scale: right(scale * 1.1))
     result = _export("conv2d")
-    lines = judge.departures(result.sidecar["semantic"])
+    lines = judge.departures(result.sidecar.semantic)
     assert lines, "a 10 % requantize error must depart from the model"
     line, details = lines[0]
     assert line.startswith("call 1 cortex_m::quantized_conv2d (") and "aten.conv2d" in line
@@ -119,7 +119,7 @@ def test_a_value_the_program_only_views_is_judged_through_the_view(core, tmp_pat
     compared with the gate's call, 242 LSB apart, and the model's mul read its own gate: a
     right program failed on both cores."""
     _user_cases(tmp_path, monkeypatch)
-    semantic = _export("semantic_squeeze_excite", core).sidecar["semantic"]
+    semantic = _export("semantic_squeeze_excite", core).sidecar.semantic
     assert judge.departures(semantic) == []
     assert semantic["mapping"] == "provenance" and semantic["unmapped"] == []
     point = {p["model_ops"][-1]: p for p in semantic["points"] if p["model_ops"]}
@@ -152,7 +152,7 @@ def test_a_convolution_lowered_with_its_stride_swapped_fails_at_its_call(tmp_pat
     _user_cases(tmp_path, monkeypatch)
     table = AtenToCortexMPass._DIALECT_SUBSTITUTIONS  # where the pass looks substitutions up
     monkeypatch.setitem(table, exir_ops.edge.aten.convolution.default, swapped)
-    lines = [line for line, _ in judge.departures(_export("semantic_strided_head").sidecar["semantic"])]
+    lines = [line for line, _ in judge.departures(_export("semantic_strided_head").sidecar.semantic)]
     assert lines[0] == ("call 1 cortex_m::quantized_conv2d (quantize_per_tensor_1: aten.conv2d, aten.relu): "
                         "the program's value is [1, 8, 24, 3], the model's is [1, 8, 12, 6]"), lines
     # Each point measures its own calls: the linear, right on what it reads, is not blamed.
@@ -178,7 +178,7 @@ def test_an_inverted_permutation_fails_on_the_outputs_shape(monkeypatch):
     table = AtenToCortexMPass._DIALECT_SUBSTITUTIONS  # where the pass looks substitutions up
     monkeypatch.setitem(table, exir_ops.edge.aten.permute_copy.default, inverted)
     result = _export("permute")
-    lines = [line for line, _ in judge.departures(result.sidecar["semantic"])]
+    lines = [line for line, _ in judge.departures(result.sidecar.semantic)]
     assert any(line.startswith("output 0 is float32[") and "the model's is float32[" in line for line in lines), lines
 
 
@@ -268,7 +268,7 @@ def test_custom_inputs_are_judged_by_both_references_on_those_inputs(tmp_path):
 def test_the_known_layout_defect_shows_semantically_and_is_excused_by_its_mechanism(case):
     from cortexm.cases.defects import EXECUTORCH_MINMAX_OUTPUT_LAYOUT as defect
 
-    lines = [line for line, _ in judge.departures(_export(case).sidecar["semantic"])]
+    lines = [line for line, _ in judge.departures(_export(case).sidecar.semantic)]
     assert lines and all(defect.explains("semantic", line) for line in lines), lines
 
 

@@ -71,7 +71,7 @@ def export(model: str | None, target: str | None, output: str | None, layout: st
     writer.write(result, out, force)
     click.echo(f"wrote {out} ({len(result.pte)} B) for {core.name} (CMSIS-NN {core.backend}) and its sidecar {sidecar_path(out)}")
     failure = _say_deployment(result, core)
-    _say_semantic(result.sidecar.get("semantic"))  # the export's own record, before it is read back
+    _say_semantic(result.sidecar.semantic)  # the export's own record, before it is read back
     if failure:
         known = _known_defect(result, core, failure)
         click.echo(f"FAIL {result.name} lowering: {failure}"
@@ -88,15 +88,15 @@ def _accuracy_failures(result) -> list[str]:
     from cortexm.semantic import realinputs
 
     sidecar = result.sidecar
-    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.get("semantic") or {}).get("points", [])}
-    return realinputs.failures(sidecar.get("accuracy"), sidecar.get("data", "uniform"), calls)
+    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.semantic or {}).get("points", [])}
+    return realinputs.failures(sidecar.accuracy, sidecar.data, calls)
 
 
 def _known_defect(result, core, failure: str):
     """The known defect of a built-in case that explains its lowering failure here, or None."""
     from cortexm import cases
 
-    name = (result.sidecar.get("source") or {}).get("case")
+    name = (result.sidecar.source or {}).get("case")
     case = cases.get(name) if name else None
     return next((d for d in case.defects_here(core.name) if d.explains("lowering", failure)), None) if case else None
 
@@ -110,10 +110,9 @@ def _say_deployment(result, core) -> str | None:
     from cortexm.cases import defects
     from cortexm.checking import constants, lowering
     from cortexm.pte import parse
-    from cortexm.pte.sidecar import Sidecar
     from cortexm.report.accuracy import record_lines
 
-    program, sidecar = parse(result.pte), Sidecar.of(result.sidecar)
+    program, sidecar = parse(result.pte), result.sidecar
     total, lowered, left = lowering.survey(program.plan(), sidecar)
     ops = Counter(c.op for c in left)
     click.echo(f"lowered: {lowered} of {total} calls are cortex_m kernels"

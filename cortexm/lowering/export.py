@@ -42,6 +42,7 @@ from cortexm.lowering.modelsource import ModelBundle
 from cortexm.lowering.quantize import Quantized, quantize, quiet_loggers
 from cortexm.lowering.stage import stage
 from cortexm.pte.program import ExecutionPlan, TensorValue
+from cortexm.pte.sidecar import Sidecar
 from cortexm.sources import backend_source
 
 SIDECAR_FORMAT = 1
@@ -52,7 +53,7 @@ class Export:
     name: str
     core: Core
     pte: bytes
-    sidecar: dict[str, Any]
+    sidecar: Sidecar
     dialect: str
     inputs: list[bytes]
     references: list[bytes]
@@ -179,41 +180,41 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
                                      bundle, evaluation) if calls else None
     without_helium = references.without_helium(pte, bundle, core) if calls else None
 
-    sidecar = {
-        "cortexm": {"format": SIDECAR_FORMAT, "version": __version__},
-        "name": bundle.name,
-        "target": core.name,
-        "backend": core.backend,
-        "executorch": {"version": et_version.__version__, "git_version": et_version.git_version},
-        "torch": torch.__version__,
-        "source": bundle.source,
-        "layout": layout,
-        "qtol": bundle.qtol,
-        "data": bundle.data,
-        "data_targets": bundle.placed,
-        "reference": reference_kind,
+    sidecar = Sidecar.made(
+        cortexm={"format": SIDECAR_FORMAT, "version": __version__},
+        name=bundle.name,
+        target=core.name,
+        backend=core.backend,
+        executorch={"version": et_version.__version__, "git_version": et_version.git_version},
+        torch=torch.__version__,
+        source=bundle.source,
+        layout=layout,
+        qtol=bundle.qtol,
+        data=bundle.data,
+        data_targets=bundle.placed,
+        reference=reference_kind,
         # ExecuTorch's own Python reference (operators.py) against the integer one, call by call:
         # findings about the former (cortexm.oracle.upstream); None where it was not compared.
-        "upstream_reference": {"calls": upstream_calls},
-        "notes": bundle.notes,
-        "pte_sha256": hashlib.sha256(pte).hexdigest(),
-        "dialect": f"{bundle.name}.dialect.txt",
-        "isolated": f"{bundle.name}.isolated.pte",
-        "inputs": inputs_meta,
-        "outputs": outputs_meta,
-        "semantic": semantic,
-        "accuracy": measured,
+        upstream_reference={"calls": upstream_calls},
+        notes=bundle.notes,
+        pte_sha256=hashlib.sha256(pte).hexdigest(),
+        dialect=f"{bundle.name}.dialect.txt",
+        isolated=f"{bundle.name}.isolated.pte",
+        inputs=inputs_meta,
+        outputs=outputs_meta,
+        semantic=semantic,
+        accuracy=measured,
         # Where each call came from in the model (cortexm.lowering.provenance), and the name of
         # each constant by its content (cortexm.checking.constants): reports name them.
-        "calls": made,
+        calls=made,
         # What the quantizer did to each node and what the passes said (cortexm.lowering.decisions):
         # why a call is not a cortex_m kernel (cortexm.checking.reasons).
-        "quantizer": quantized.decisions, "passes": lowered.passes,
-        "constants": constants.names_of(manager.exported_program()),
+        quantizer=quantized.decisions, passes=lowered.passes,
+        constants=constants.names_of(manager.exported_program()),
         # The M55's outputs had ExecuTorch's Helium loops rounded as its scalar loop does: what
         # excuses a cross-core difference as that rounding, and nothing else (cortexm.testing.app).
-        "reference_without_helium": without_helium,
-    }
+        reference_without_helium=without_helium,
+    )
     return Export(bundle.name, core, pte, sidecar, text, input_bytes, ref_bytes, isolated, lowered.models, model_outputs)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cortexm.base import manifest, writes
 from cortexm.base.errors import CortexmError, StorageError, storage_error
@@ -82,31 +82,33 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
     folder = pte_path.parent
     folder.mkdir(parents=True, exist_ok=True)
     stem = pte_path.stem
-    sidecar = dict(result.sidecar)
     # File names follow the .pte's name, not the model's.
-    sidecar["dialect"] = f"{stem}.dialect.txt"
+    named: dict[str, Any] = {"dialect": f"{stem}.dialect.txt",
+                             "inputs": [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(result.sidecar.inputs)],
+                             "outputs": [dict(e, reference=f"{stem}.reference-{k}.bin")
+                                         for k, e in enumerate(result.sidecar.outputs)]}
     if result.isolated is not None:
-        sidecar["isolated"] = f"{stem}.isolated.pte"
-    sidecar["inputs"] = [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(sidecar["inputs"])]
-    sidecar["outputs"] = [dict(e, reference=f"{stem}.reference-{k}.bin") for k, e in enumerate(sidecar["outputs"])]
-    if sidecar.get("semantic"):
-        semantic = sidecar["semantic"] = dict(sidecar["semantic"])
-        semantic["models"] = {kind: f"{stem}.{kind}.pt2" for kind in result.models}
-        semantic["outputs"] = [f"{stem}.model-{k}.bin" if data else None for k, data in enumerate(result.model_outputs)]
+        named["isolated"] = f"{stem}.isolated.pte"
+    if result.sidecar.semantic:
+        named["semantic"] = dict(result.sidecar.semantic,
+                                 models={kind: f"{stem}.{kind}.pt2" for kind in result.models},
+                                 outputs=[f"{stem}.model-{k}.bin" if data else None
+                                          for k, data in enumerate(result.model_outputs)])
+    sidecar = result.sidecar.replaced(**named)
     sidecar_file = sidecar_path(pte_path)
     before = _owned(sidecar_file) or {}
     files: list[tuple[Path, bytes]] = [(pte_path, result.pte)]
-    files.append((folder / sidecar["dialect"], result.dialect.encode()))
+    files.append((folder / named["dialect"], result.dialect.encode()))
     if result.isolated is not None:
-        files.append((folder / sidecar["isolated"], result.isolated))
-    files += [(folder / e["file"], data) for e, data in zip(sidecar["inputs"], result.inputs, strict=True)]
-    files += [(folder / e["reference"], data) for e, data in zip(sidecar["outputs"], result.references, strict=True)]
-    if sidecar.get("semantic"):
-        files += [(folder / name, result.models[kind]) for kind, name in sidecar["semantic"]["models"].items()]
+        files.append((folder / named["isolated"], result.isolated))
+    files += [(folder / e["file"], data) for e, data in zip(named["inputs"], result.inputs, strict=True)]
+    files += [(folder / e["reference"], data) for e, data in zip(named["outputs"], result.references, strict=True)]
+    if "semantic" in named:
+        files += [(folder / name, result.models[kind]) for kind, name in named["semantic"]["models"].items()]
         files += [(folder / name, data)
-                  for name, data in zip(sidecar["semantic"]["outputs"], result.model_outputs, strict=True) if name]
-    sidecar[manifest.KEY] = manifest.of_data({p.name: data for p, data in files})
-    _atomic_write(files + [(sidecar_file, (json.dumps(sidecar, indent=2) + "\n").encode())])
+                  for name, data in zip(named["semantic"]["outputs"], result.model_outputs, strict=True) if name]
+    sidecar = sidecar.replaced(**{manifest.KEY: manifest.of_data({p.name: data for p, data in files})})
+    _atomic_write(files + [(sidecar_file, (json.dumps(sidecar.raw, indent=2) + "\n").encode())])
     for stale in set(before) - {p.name for p, _ in files} - {sidecar_file.name}:
         if manifest.matches(folder / stale, before[stale]):
             writes.remove(folder / stale)

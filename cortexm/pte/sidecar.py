@@ -26,19 +26,26 @@ GENERIC_STEMS = frozenset({"model", "program", "out", "output", "net", "network"
 
 @dataclass(frozen=True)
 class Sidecar:
-    """A sidecar as the stages read it: every field one of them uses, named and of the type it
-    must be. A sidecar may come from elsewhere: a field of another type is one line naming it,
-    not an error deep inside a stage. `raw` is the JSON as written."""
+    """The sidecar's one schema: what an export writes (`made`) and what every stage reads (`of`)
+    are this class, field by field, in the order they are written. A sidecar may come from
+    elsewhere: a field of another type is one line naming it, not an error deep inside a stage.
+    `raw` is the JSON as written."""
 
     raw: dict = field(repr=False)
+    cortexm: dict = field(default_factory=dict)  # format, version: what marks the JSON as a sidecar
     name: str | None = None
     target: str | None = None  # the core it was lowered for
     backend: str | None = None  # its CMSIS-NN variant
     executorch: dict = field(default_factory=dict)  # version, git_version
+    torch: str | None = None  # torch's version
+    source: dict | None = None  # {"case": name} or {"file": ..., "factory": ...}
     layout: str = "legacy"
     qtol: int | None = None  # the difference from the reference allowed, in quantization steps
     data: str = "uniform"  # what the example inputs are (cortexm.cases.data)
     data_targets: dict | None = None  # what solved boundary data met (cortexm.cases.solve)
+    reference: str | None = None  # which reference computed the outputs
+    upstream_reference: dict | None = None  # findings about ExecuTorch's Python reference
+    notes: str | None = None  # the case's notes
     pte_sha256: str | None = None
     # File names in the bundle: the lowered graph's text, the program planned one tensor per buffer.
     dialect: str | None = None
@@ -54,9 +61,22 @@ class Sidecar:
     quantizer: dict | None = None
     passes: list | None = None
     constants: dict | None = None  # constant names by content (cortexm.checking.constants)
-    upstream_reference: dict | None = None  # findings about ExecuTorch's Python reference
     reference_without_helium: list | None = None  # output digests (cortexm.oracle.helium)
     written: dict | None = None  # the manifest of the bundle's files (cortexm.base.manifest.KEY)
+
+    @classmethod
+    def made(cls, **values: Any) -> Sidecar:
+        """The sidecar an export writes: only this class's fields (a key nobody reads cannot be
+        written), in its order; each of the type the readers check."""
+        names = [f.name for f in fields(cls) if f.name != "raw"]
+        unknown = set(values) - set(names)
+        if unknown:
+            raise TypeError(f"not a sidecar field: {', '.join(sorted(unknown))}")
+        return cls.of({name: values[name] for name in names if name in values}, "the sidecar being written")
+
+    def replaced(self, **values: Any) -> Sidecar:
+        """This sidecar with `values` changed, keys where they were."""
+        return type(self).made(**{**self.raw, **values})
 
     @classmethod
     def of(cls, data: dict, where: str = "the sidecar") -> Sidecar:
