@@ -327,6 +327,39 @@ def test_one_case_on_one_core_reads_its_program_and_sidecar_once(exported, monke
 
 
 @needs_firmware
+def test_one_case_on_one_core_parses_its_program_once(exported, runners, monkeypatch):
+    """Every stage of a case on a core, the run on QEMU included, reads the program the bundle
+    parsed: once (the run parsed it twice more before, the memory oracle's isolated plan twice per
+    fill). The isolated plan is a program of its own, parsed once for both of its runs."""
+    from cortexm.base.targets import core
+    from cortexm.cases import get
+    from cortexm.pte import read
+    from cortexm.pte.sidecar import read_sidecar
+    from cortexm.testing import checks
+    from cortexm.testing.results import Options
+    from cortexm.testing.simulate import RunnerSimulator
+
+    pte = exported("conv2d_relu", "cortex-m7")
+    isolated = pte.parent / read_sidecar(pte).isolated
+    programs = {"program": pte.read_bytes(), "isolated": isolated.read_bytes()}
+    parses = {"program": 0, "isolated": 0}
+    real_read = read.read  # what every parse of a program's bytes goes through (read.parse, read.load)
+
+    def counting_read(data, file_size=None):
+        [which] = [name for name, whole in programs.items() if whole.startswith(bytes(data))]
+        parses[which] += 1
+        return real_read(data, file_size)
+
+    monkeypatch.setattr(read, "read", counting_read)
+    m7 = core("cortex-m7")
+    simulator = RunnerSimulator(m7, "qemu", runners["cortex-m7"])
+    result = checks.check(get("conv2d_relu"), m7, pte, Options(cores=[m7], simulators={m7.name: simulator}))
+    assert result.status == "PASS" and result.sim == "ok" and result.memory == "ok", (result.status, result.reason)
+    assert "compare" in result.stages and result.elements, result.stages
+    assert parses == {"program": 1, "isolated": 1}
+
+
+@needs_firmware
 def test_run_with_a_tree_reads_that_trees_backend(exported, runners, tmp_path):
     """`run --executorch-src TREE -i IN` computes what the outputs must be for IN with TREE's
     cortex_m Python (the operators it registers), the tree the runner is built from, not the

@@ -212,12 +212,12 @@ def test_dead_weights_look_fixed_only_where_a_program_could_show_them(exported, 
     from cortexm.pte.bundle import Bundle
     from cortexm.report import summary
     from cortexm.report.results import CaseResult
-    from cortexm.testing import checks
+    from cortexm.testing.checks import constants
 
     measured = {}
     for case in ("linear", "conv2d"):
         measured[case] = CaseResult(case, "cortex-m7")
-        checks._check_constants(Bundle.open(exported(case, "cortex-m7")), targets.core("cortex-m7"), measured[case])
+        constants.measure(Bundle.open(exported(case, "cortex-m7")), targets.core("cortex-m7"), measured[case])
     assert not measured["linear"].dead_pattern and measured["linear"].dead_bytes == 0
     assert measured["conv2d"].dead_pattern and measured["conv2d"].dead_bytes  # the defect, in the wheel
     out = io.StringIO()

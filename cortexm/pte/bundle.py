@@ -104,6 +104,11 @@ class Bundle:
         self.read(name)  # refuses anything but a plain name of the bundle
         return self.folder / str(name)
 
+    def part(self, name: object) -> Bundle:
+        """The bundle's program file `name` (the isolated plan) as a Bundle of its own, without a
+        sidecar: its bytes as read() passes them, parsed at most once whoever runs it."""
+        return Bundle(self.folder / str(name), None, _data=self.read(name))
+
     def read(self, name: object) -> bytes:
         """The bytes of the bundle's file `name`, as the sidecar's manifest records them."""
         where = sidecar_path(self.pte).name

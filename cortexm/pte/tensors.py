@@ -72,6 +72,13 @@ def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, 
     return OutputDiff(index, float(diff.max()) if diff.size else 0.0, int((diff > 0).sum()), int(diff.size), worst_list)
 
 
+def compare_outputs(outputs: list[np.ndarray], references: list[np.ndarray], entries: list[dict]) -> list[OutputDiff]:
+    """Every output against its reference, as `cortexm run` shows them and the test app's stage
+    `compare` judges them: one OutputDiff per output both have (`entries`: the sidecar's)."""
+    return [compare(actual, ref, entry, k)
+            for k, (actual, ref, entry) in enumerate(zip(outputs, references, entries, strict=False))]
+
+
 def reference_outputs(bundle) -> list[np.ndarray]:
     """The reference outputs a bundle (cortexm.pte.bundle.Bundle) holds, each checked against its manifest."""
     return [logical(bundle.read(e.get("reference")), e) for e in bundle.sidecar.outputs]

@@ -34,6 +34,8 @@ class Simulator(Protocol):
 
     def run(self, elf: Path, core: Core, workdir: Path, argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> SimResult: ...
 
+    def memory_args(self, fill: int) -> tuple[str, ...]: ...  # the runner's arguments of the memory oracle
+
 
 def for_core(core: Core, name: str, fvp: str | Path | None = None) -> Simulator:
     """The simulator `name` for a Cortex-M core; the host core runs on the host build, whatever

@@ -5,6 +5,7 @@
     result.outputs[0]          # numpy, the model's dtype and shape, laid out in its dim order
     result.instructions        # execute()'s instruction count (QEMU)
     result.max_diff_lsb        # against the sidecar's reference, in quantization steps
+    ran = run_program(Bundle.open("conv2d.pte"), core("cortex-m7"))  # the run alone, no verdict
 
 The runner is the suite's when it registers every operator the program calls,
 else one built for this program alone. A failed run raises RunError, whose
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +30,7 @@ from cortexm.firmware.ops import program_ops
 from cortexm.pte.bundle import Bundle
 from cortexm.pte.program import ExecutionPlan, TensorValue
 from cortexm.pte.sidecar import read_sidecar
-from cortexm.pte.tensors import DTYPES, OutputDiff, compare, reference_outputs, to_logical
+from cortexm.pte.tensors import DTYPES, OutputDiff, compare_outputs, reference_outputs, to_logical
 from cortexm.sim.inputs import read_input
 
 # Bytes of a non-tensor input or output as the runner reads and writes it.
@@ -51,8 +53,8 @@ class RunResult:
     runner: Runner
     outputs: list[np.ndarray]
     sim_result: sim.SimResult
-    # Per output, against the sidecar's reference (empty without one): max |diff| in
-    # quantization steps, how many elements differ, the worst ones.
+    # Per output, against the sidecar's reference (empty without one, and from run_program, which
+    # only runs): max |diff| in quantization steps, how many elements differ, the worst ones.
     diffs: list[OutputDiff] = field(default_factory=list)
     qtol: int | None = None  # the sidecar's allowed difference, in steps
     warnings: list[str] = field(default_factory=list)
@@ -87,9 +89,26 @@ class RunResult:
         return None if self.semantic is None else not self.departures
 
 
-def run_pte(
-    pte: str | Path | Bundle,
-    core: Core | str,
+def run_pte(pte: str | Path | Bundle, core: Core | str, sim_name: str = "qemu", inputs: list[str | Path] | None = None,
+            **how: Any) -> RunResult:
+    """Runs `pte` on `core` as run_program does (`how`: its keyword arguments: the runner, the
+    trees, the time-out...) and judges the outputs (`judged`): against the references of these
+    inputs, computed before anything runs (a damaged bundle costs nothing).
+
+    Every input is read once: the program's bytes (`pte` may be a Bundle already read), its
+    sidecar and its input files are read here, at the start, and what is judged, run and
+    audited is those bytes, whatever happens to the files meanwhile."""
+    bundle = pte if isinstance(pte, Bundle) else Bundle.open(Path(pte))
+    core = core_named(core) if isinstance(core, str) else core
+    raw_inputs = input_bytes(bundle, bundle.program().plan(), inputs)  # a bad input says so before a runner is built
+    references, semantic = expected(bundle, core, inputs, raw_inputs)
+    run = run_program(bundle, core, sim_name, inputs, raw_inputs=raw_inputs, **how)
+    return judged(run, bundle, references, semantic)
+
+
+def run_program(
+    bundle: Bundle,
+    core: Core,
     sim_name: str = "qemu",
     inputs: list[str | Path] | None = None,
     *,
@@ -102,33 +121,18 @@ def run_pte(
     progress=None,
     extra_args: tuple[str, ...] = (),
     remember: bool = False,
+    raw_inputs: list[bytes] | None = None,
 ) -> RunResult:
-    """Runs `pte` on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (files
+    """Runs `bundle`'s program on `core` under `sim_name` ("qemu" or "fvp") with `inputs` (files
     cortexm.sim.inputs reads: raw .bin in the program's dim order, .npy, C headers; default: the
-    sidecar's), on `runner` or the one `runner_for` picks. `remember`: a run made before with the
-    same program, inputs, runner and simulator is answered from cortexm.sim.memo.
-
-    Every input is read once: the program's bytes (`pte` may be a Bundle already read), its
-    sidecar and its input files are read here, at the start, and what is judged, run and
-    audited is those bytes, whatever happens to the files meanwhile."""
-    bundle = pte if isinstance(pte, Bundle) else Bundle.open(Path(pte))
-    pte = bundle.pte
-    core = core_named(core) if isinstance(core, str) else core
+    sidecar's; `raw_inputs`: their bytes, read already), on `runner` or the one `runner_for`
+    picks. The run alone: the outputs, the counts and the log, no verdict (run_pte adds one; the
+    test app judges in stages of its own). `remember`: a run made before with the same program,
+    inputs, runner and simulator is answered from cortexm.sim.memo."""
     program = bundle.program()
     plan = program.plan()
-    sidecar = bundle.sidecar
-    raw_inputs = input_bytes(bundle, plan, inputs)  # a bad input says so before a runner is built
-    # What the outputs must be, before any simulation: a damaged bundle costs nothing.
-    references, semantic = None, None
-    if sidecar and inputs is not None:
-        # The sidecar's references are for its example inputs: both are computed again for these.
-        from cortexm.semantic.program import references as references_for
-
-        logical = [from_raw(data, plan.values[index], f"input {k}")
-                   for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs, strict=True))]
-        references, semantic = references_for(bundle, plan, logical, core.backend)
-    elif sidecar and all(bundle.has(name) for name in bundle.names("references")):
-        references, semantic = reference_outputs(bundle), sidecar.semantic
+    if raw_inputs is None:
+        raw_inputs = input_bytes(bundle, plan, inputs)
     simulator = sim.for_core(core, sim_name, fvp)
     simulator.require(core)  # before a build that could not be run anyway
     runner = runner or runner_for(program, core, simulator, executorch_src=executorch_src,
@@ -138,19 +142,43 @@ def run_pte(
     if not result.ok:
         from cortexm.sim.failure import failure_line
 
-        raise RunError(f"{pte.name} on {core.name} ({simulator.name} {runner.board}): "
-                       f"{failure_line(result, plan, sidecar, core)}", result)
+        raise RunError(f"{bundle.pte.name} on {core.name} ({simulator.name} {runner.board}): "
+                       f"{failure_line(result, plan, bundle.sidecar, core)}", result)
     outputs = [from_raw(data, plan.values[index], f"output {k}")
                for k, (data, index) in enumerate(zip(raw, plan.outputs, strict=False))]
-
-    run = RunResult(pte, core, simulator.name, runner, outputs, result, semantic=semantic)
+    run = RunResult(bundle.pte, core, simulator.name, runner, outputs, result)
     mismatch = core_mismatch(bundle, core)
     if mismatch:
         run.warnings.append(mismatch)
-    if references is not None and sidecar is not None:  # references come from the sidecar
-        run.qtol = sidecar.qtol
-        run.diffs = [compare(out, ref, entry, k)
-                     for k, (out, ref, entry) in enumerate(zip(outputs, references, sidecar.outputs, strict=False))]
+    return run
+
+
+def expected(bundle: Bundle, core: Core, inputs: list | None,
+             raw_inputs: list[bytes]) -> tuple[list[np.ndarray] | None, dict | None]:
+    """What the outputs must be for these inputs and what the quantized model makes of them
+    (cortexm.semantic): the sidecar's for its own inputs, computed again for given ones; None
+    for each where there is nothing to compare with."""
+    sidecar = bundle.sidecar
+    if sidecar and inputs is not None:
+        # The sidecar's references are for its example inputs: both are computed again for these.
+        from cortexm.semantic.program import references as references_for
+
+        plan = bundle.program().plan()
+        logical = [from_raw(data, plan.values[index], f"input {k}")
+                   for k, (data, index) in enumerate(zip(raw_inputs, plan.inputs, strict=True))]
+        return references_for(bundle, plan, logical, core.backend)
+    if sidecar and all(bundle.has(name) for name in bundle.names("references")):
+        return reference_outputs(bundle), sidecar.semantic
+    return None, None
+
+
+def judged(run: RunResult, bundle: Bundle, references: list[np.ndarray] | None, semantic: dict | None) -> RunResult:
+    """`run` with its verdict: each output against its reference (compare_outputs, the
+    comparison the test app's stage `compare` makes) and the departures from the quantized model."""
+    run.semantic = semantic
+    if references is not None and bundle.sidecar is not None:  # references come from the sidecar
+        run.qtol = bundle.sidecar.qtol
+        run.diffs = compare_outputs(run.outputs, references, bundle.sidecar.outputs)
     if run.semantic is not None:
         from cortexm.semantic.judge import departures
 

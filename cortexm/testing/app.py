@@ -2,8 +2,9 @@
 verify, run on the simulator, compare with the reference, and report.
 
 Stages are plain functions of files; the orchestration here only sequences them: the
-export stage (exports.py, in parallel), the checks of each case on its core (checks.py),
-packed programs split per case (packs.py); one CaseResult per (case, core) (cortexm.report.results).
+export stage (exports.py, in parallel), the checks of each case on its core (checks/, stage by
+stage over one opened bundle), packed programs split per case (packs.py); one CaseResult per
+(case, core) (cortexm.report.results).
 The cross-core check is crosscore.py's; what a run found, its summary and its report files
 are cortexm.report's (results, summary, writers).
 """

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cortexm.base.targets import Core
 from cortexm.checking.library import Library
+
+if TYPE_CHECKING:
+    from cortexm.pte.bundle import Bundle
 
 
 @dataclass
@@ -27,7 +30,10 @@ class SimOutcome:
 class Simulator(Protocol):
     name: str
 
-    def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome: ...
+    def run(self, program: Bundle, core: Core, inputs: list[Path] | None = None,
+            extra_args: tuple[str, ...] = ()) -> SimOutcome: ...
+
+    def memory_args(self, fill: int) -> tuple[str, ...]: ...
 
 
 @dataclass

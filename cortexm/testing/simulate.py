@@ -13,6 +13,7 @@ from cortexm.testing.results import SimOutcome
 
 if TYPE_CHECKING:
     from cortexm.firmware import BuildOptions
+    from cortexm.pte.bundle import Bundle
 
 
 class RunnerSimulator:
@@ -25,29 +26,33 @@ class RunnerSimulator:
 
         self.core, self.sim_name, self.runner, self.fvp = core, sim_name, runner, fvp
         self.timeout = timeout or sim.DEFAULT_TIMEOUT
-        self.sources = dict(executorch_src=executorch_src, cmsis_nn_src=cmsis_nn_src)
+        self.executorch_src, self.cmsis_nn_src = executorch_src, cmsis_nn_src
         self.name = f"{sim.for_core(core, sim_name, fvp).name} {runner.board}"
         # Where a known defect's files are looked up: the trees this runner was built from.
         self.locators = {component: (lambda rel, root=root: root / rel) for component, root in runner.trees().items()}
         # Simulator runs so far, not counting those cortexm.sim.memo answered (the test app runs them on threads).
         self.boots, self._lock = 0, threading.Lock()
 
-    def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome:
-        from cortexm.firmware import model_ops
-        from cortexm.sim.run import RunError, run_pte
+    def run(self, program: Bundle, core: Core, inputs: list[Path] | None = None,
+            extra_args: tuple[str, ...] = ()) -> SimOutcome:
+        """One run of `program` (its bytes and parse, read already): outputs, counts and the log,
+        or the failure line; the outputs are judged elsewhere (cortexm.testing.checks)."""
+        from cortexm.firmware.ops import program_ops
+        from cortexm.sim.run import RunError, run_program
 
         # A program calling an operator the suite's runner lacks gets a runner of its own.
-        runner = self.runner if set(model_ops(pte)) <= set(self.runner.ops) else None
+        runner = self.runner if set(program_ops(program.program())) <= set(self.runner.ops) else None
         try:
-            result = run_pte(pte, core, self.sim_name, inputs, runner=runner, fvp=self.fvp, extra_args=extra_args,
-                             timeout=self.timeout, remember=True, **self.sources)
+            result = run_program(program, core, self.sim_name, list(inputs) if inputs is not None else None,
+                                 runner=runner, fvp=self.fvp, extra_args=extra_args, timeout=self.timeout,
+                                 remember=True, executorch_src=self.executorch_src, cmsis_nn_src=self.cmsis_nn_src)
         except RunError as e:
             self._count(False)
             failure = str(e).split(": ", 1)[-1]
             if core.hosted:
                 from cortexm.sim.host import sanitizer_failure
 
-                failure = sanitizer_failure(e.result.log, pte) or failure
+                failure = sanitizer_failure(e.result.log, program.pte) or failure
             return SimOutcome([], e.result.instructions, e.result.log, failure)
         self._count(result.sim_result.remembered)
         return SimOutcome(result.outputs, result.instructions, result.log, None, result.sim_result.calls,

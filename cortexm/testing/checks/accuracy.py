@@ -1,0 +1,34 @@
+"""Stage accuracy: the program against the float model (cortexm.semantic.accuracy, .realinputs):
+shown, and failed below the floor or where a calibrated range does not cover the real inputs
+(the example inputs where the case's data stays in the calibrated range, an evaluation set).
+Below the floor the line names the point that lost the most, its module, and its SQNR and that
+of the points it reads."""
+
+from __future__ import annotations
+
+from cortexm.base.errors import CortexmError
+from cortexm.testing.checks.context import Checking, fail
+
+
+def stage(c: Checking) -> None:
+    from cortexm.semantic import accuracy, realinputs
+
+    result, sidecar = c.result, c.sidecar
+    record = sidecar.accuracy
+    if not record:
+        return
+    result.stages.append("accuracy")
+    result.accuracy_db, result.top1 = accuracy.summary(record)
+    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.semantic or {}).get("points", [])}
+    points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
+              for p in record.get("points", [])]
+    modules = {call["instruction"]: str(call.get("module") or "")
+               for call in sidecar.calls or [] if isinstance(call, dict) and isinstance(call.get("instruction"), int)}
+    try:
+        result.accuracy_points = accuracy.with_inputs(points, c.bundle.program().plan(), modules)
+    except CortexmError:  # a program the reader refuses fails in its own stage; the points stay as recorded
+        result.accuracy_points = points
+    result.accuracy_real = realinputs.summary(record, calls)
+    floor = accuracy.below_floor(record, sidecar.data)
+    for line in realinputs.failures(record, sidecar.data, calls):
+        fail(result, "accuracy", line + (accuracy.lost_line(result.accuracy_points) if line == floor else ""))

@@ -1,0 +1,25 @@
+"""Stage compare: the run's outputs against the integer reference the export saved, in LSB, at
+the case's tolerance, with the comparison `cortexm run` shows (cortexm.pte.tensors.compare_outputs)."""
+
+from __future__ import annotations
+
+from cortexm.pte.tensors import compare_outputs, reference_outputs
+from cortexm.testing.checks.context import Checking, fail
+
+
+def stage(c: Checking) -> None:
+    assert c.outcome is not None  # stage run ended the case otherwise
+    result, sidecar = c.result, c.sidecar
+    result.stages.append("compare")
+    result.outputs = c.outcome.outputs
+    result.without_helium = sidecar.reference_without_helium
+    diffs = compare_outputs(c.outcome.outputs, reference_outputs(c.bundle), sidecar.outputs)
+    result.per_output = [[d.max_lsb, d.mismatches, d.elements] for d in diffs]
+    result.max_lsb = max((d.max_lsb for d in diffs), default=0.0)
+    result.mismatches = sum(d.mismatches for d in diffs)
+    result.elements = sum(d.elements for d in diffs)
+    if result.max_lsb > c.case.qtol:
+        worst = [f"output {d.index}{list(i)}: got {a:.6g}, reference {r:.6g} ({x:g} LSB)"
+                 for d in diffs for i, a, r, x in d.worst]
+        fail(result, "compare", f"max |diff| {result.max_lsb:g} LSB > tolerance {c.case.qtol} LSB "
+                                f"({result.mismatches}/{result.elements} elements differ)", "\n".join(worst))
