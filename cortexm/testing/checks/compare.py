@@ -3,17 +3,17 @@ the case's tolerance, with the comparison `cortexm run` shows (cortexm.pte.tenso
 
 from __future__ import annotations
 
-from cortexm.pte.tensors import compare_outputs, reference_outputs
+from cortexm.pte.tensors import compare_outputs
 from cortexm.testing.checks.context import Checking, fail
 
 
 def stage(c: Checking) -> None:
-    assert c.outcome is not None  # stage run ended the case otherwise
+    assert c.outcome is not None and c.references is not None  # stage run ended the case otherwise
     result, sidecar = c.result, c.sidecar
     result.stages.append("compare")
     result.outputs = c.outcome.outputs
     result.without_helium = sidecar.reference_without_helium
-    diffs = compare_outputs(c.outcome.outputs, reference_outputs(c.bundle), sidecar.outputs)
+    diffs = compare_outputs(c.outcome.outputs, c.references, sidecar.outputs)
     result.per_output = [[d.max_lsb, d.mismatches, d.elements] for d in diffs]
     result.max_lsb = max((d.max_lsb for d in diffs), default=0.0)
     result.mismatches = sum(d.mismatches for d in diffs)

@@ -25,6 +25,7 @@ class Checking:
     bundle: Bundle  # opened once: its program is parsed once for every stage
     result: CaseResult
     simulator: Simulator | None = None  # the core's, once stage `run` has taken it
+    references: list | None = None  # the integer reference's outputs, read before the run
     outcome: SimOutcome | None = None  # stage run's: what the later stages judge
     done: bool = False  # a stage ended the case: the later ones have nothing to check
 

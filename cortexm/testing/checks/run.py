@@ -11,6 +11,7 @@ from cortexm.base.errors import CortexmError
 from cortexm.base.targets import Core
 from cortexm.pte.bundle import Bundle
 from cortexm.pte.program import ExecutionPlan
+from cortexm.pte.tensors import reference_outputs
 from cortexm.report.results import Status
 from cortexm.testing.checks.context import Checking, fail, tail
 
@@ -31,6 +32,8 @@ def stage(c: Checking) -> None:
     c.simulator = simulator
     t = time.perf_counter()
     result.stages.append("run")
+    # What the outputs must be, read before the simulation: a damaged bundle costs no run.
+    c.references = reference_outputs(c.bundle)
     outcome = c.outcome = simulator.run(c.bundle, c.core)
     result.seconds["run"] = time.perf_counter() - t
     result.instructions, result.remembered = outcome.instructions, outcome.remembered
