@@ -33,6 +33,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
@@ -344,197 +346,298 @@ void print_call(size_t instruction, uint64_t ticks, int icount_shift) {
   }
 }
 
-int run(const Options& options) {
-  cortexm::Arena arena(board_arena_begin(), board_arena_end());
-  File program_file = read_file(options.program, arena, "the program");
+// What the steps of a run share. Members are made in this order and destroyed in reverse:
+// the method before the memory it was loaded into, the arena last.
+struct RunContext {
+  explicit RunContext(const Options& options) : options(options), arena(board_arena_begin(), board_arena_end()) {}
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  const Options& options;
+  cortexm::Arena arena;
+  File program_file;
   File inputs[kMaxInputs];
-  for (size_t i = 0; i < options.input_count; i++) {
-    inputs[i] = read_file(options.inputs[i], arena, "an input");
-  }
+  std::optional<BufferDataLoader> loader;  // the Program reads through it: it stays put
+  std::optional<Program> program;
+  const char* method_name = nullptr;
+  std::optional<MethodMeta> meta;
+  size_t planned_count = 0;
+  size_t planned_total = 0;  // bytes, guards not counted
+  std::optional<cortexm::NamedPool> method_pool;
+  std::optional<cortexm::NamedPool> temp_pool;
+  std::optional<HierarchicalAllocator> planned_memory;
+  std::optional<MemoryManager> memory;
+  // Kept in load_method's Result: the timed calls go through it as they did before the split,
+  // so instruction counts stay comparable across versions of the runner.
+  std::optional<Result<Method>> method;
+};
 
-  BufferDataLoader loader(program_file.data, program_file.size);
-  Result<Program> program = Program::load(&loader);
+// The planned buffers, static: a program planned one tensor per buffer has too many for the stack.
+Span<uint8_t> planned_spans[kMaxPlannedBuffers];
+Guarded guarded_buffers[kMaxPlannedBuffers];
+
+// Planned buffer `id`'s guards: `memory` holds `guard` bytes, the buffer's `size`, `guard` bytes.
+void write_guards(size_t id, uint8_t* memory, size_t size, size_t guard) {
+  guarded_buffers[id] = Guarded{memory, size};
+  for (size_t i = 0; i < guard; i++) {
+    memory[i] = guard_byte(id, i);
+    memory[guard + size + i] = guard_byte(id, guard + i);
+  }
+}
+
+// The program and the inputs, read whole into the arena before anything loads.
+void read_files(RunContext& ctx) {
+  ctx.program_file = read_file(ctx.options.program, ctx.arena, "the program");
+  for (size_t i = 0; i < ctx.options.input_count; i++) {
+    ctx.inputs[i] = read_file(ctx.options.inputs[i], ctx.arena, "an input");
+  }
+}
+
+int load_program(RunContext& ctx) {
+  ctx.loader.emplace(ctx.program_file.data, ctx.program_file.size);
+  Result<Program> program = Program::load(&*ctx.loader);
   if (!program.ok()) {
-    std::printf("E %s is not a loadable program: %s (0x%x)\n", options.program, executorch::runtime::to_string(program.error()), static_cast<unsigned>(program.error()));
+    std::printf("E %s is not a loadable program: %s (0x%x)\n", ctx.options.program, executorch::runtime::to_string(program.error()), static_cast<unsigned>(program.error()));
     return cortexm::kExitFailed;
   }
-  Result<const char*> method_name = program->get_method_name(0);
+  ctx.program.emplace(std::move(*program));
+  Result<const char*> method_name = ctx.program->get_method_name(0);
   if (!method_name.ok()) {
-    std::printf("E %s has no method\n", options.program);
+    std::printf("E %s has no method\n", ctx.options.program);
     return cortexm::kExitFailed;
   }
-  Result<MethodMeta> meta = program->method_meta(*method_name);
+  ctx.method_name = *method_name;
+  Result<MethodMeta> meta = ctx.program->method_meta(ctx.method_name);
   if (!meta.ok()) {
-    std::printf("E method %s: no metadata (0x%x)\n", *method_name, static_cast<unsigned>(meta.error()));
+    std::printf("E method %s: no metadata (0x%x)\n", ctx.method_name, static_cast<unsigned>(meta.error()));
     return cortexm::kExitFailed;
   }
+  ctx.meta.emplace(*meta);
+  return cortexm::kExitOk;
+}
 
-  size_t planned_count = meta->num_memory_planned_buffers();
-  if (planned_count > kMaxPlannedBuffers) {
-    std::printf("E method %s plans %u memory buffers, the runner handles %u\n", *method_name, static_cast<unsigned>(planned_count), static_cast<unsigned>(kMaxPlannedBuffers));
+// Planned buffer `id` from the arena, between its guards (--guard) and filled (--fill).
+int plan_buffer(RunContext& ctx, size_t id) {
+  const Options& options = ctx.options;
+  Result<int64_t> planned_size = ctx.meta->memory_planned_buffer_size(id);
+  if (!planned_size.ok()) {  // a negative size
+    std::printf("E method %s: planned buffer %u has no valid size: %s (0x%x)\n", ctx.method_name, static_cast<unsigned>(id),
+                executorch::runtime::to_string(planned_size.error()), static_cast<unsigned>(planned_size.error()));
     return cortexm::kExitFailed;
   }
-  static Span<uint8_t> planned[kMaxPlannedBuffers];
-  static Guarded guarded[kMaxPlannedBuffers];
-  size_t planned_total = 0;
-  for (size_t id = 0; id < planned_count; id++) {
-    Result<int64_t> planned_size = meta->memory_planned_buffer_size(id);
-    if (!planned_size.ok()) {  // a negative size
-      std::printf("E method %s: planned buffer %u has no valid size: %s (0x%x)\n", *method_name, static_cast<unsigned>(id),
-                  executorch::runtime::to_string(planned_size.error()), static_cast<unsigned>(planned_size.error()));
-      return cortexm::kExitFailed;
-    }
-    char what[48];
-    std::snprintf(what, sizeof(what), "planned buffer %u", static_cast<unsigned>(id));
-    char text[21];
-    // On a 32-bit core a size of 4 GiB or more would wrap to a small one, and the load would
-    // fail naming `allocator size (0)`: name the size instead.
-    if (static_cast<uint64_t>(*planned_size) > SIZE_MAX - 2 * options.guard) {
-      std::printf("E memory: %s needs %s B, more than this core can address\n", what, u64_text(static_cast<uint64_t>(*planned_size), text));
-      return cortexm::kExitMemory;
-    }
-    size_t size = static_cast<size_t>(*planned_size);
-    size_t taken = size + 2 * options.guard;
-    uint8_t* memory = taken ? arena.take(taken, what) : nullptr;
-    if (taken && memory == nullptr) {
+  char what[48];
+  std::snprintf(what, sizeof(what), "planned buffer %u", static_cast<unsigned>(id));
+  char text[21];
+  // On a 32-bit core a size of 4 GiB or more would wrap to a small one, and the load would
+  // fail naming `allocator size (0)`: name the size instead.
+  if (static_cast<uint64_t>(*planned_size) > SIZE_MAX - 2 * options.guard) {
+    std::printf("E memory: %s needs %s B, more than this core can address\n", what, u64_text(static_cast<uint64_t>(*planned_size), text));
+    return cortexm::kExitMemory;
+  }
+  size_t size = static_cast<size_t>(*planned_size);
+  size_t taken = size + 2 * options.guard;
+  uint8_t* memory = taken ? ctx.arena.take(taken, what) : nullptr;
+  if (taken && memory == nullptr) {
 #ifdef CORTEXM_HOSTED
-      // The hosted arena mallocs each block and says nothing when malloc fails.
-      std::printf("E memory: %s needs %s B, more than this host allocates\n", what, u64_text(taken, text));
+    // The hosted arena mallocs each block and says nothing when malloc fails.
+    std::printf("E memory: %s needs %s B, more than this host allocates\n", what, u64_text(taken, text));
 #endif
-      return cortexm::kExitMemory;
-    }
-    uint8_t* buffer = size ? memory + options.guard : nullptr;
-    if (options.guard) {
-      guarded[id] = Guarded{memory, size};
-      for (size_t i = 0; i < options.guard; i++) {
-        memory[i] = guard_byte(id, i);
-        memory[options.guard + size + i] = guard_byte(id, options.guard + i);
-      }
-    }
-    if (options.fill >= 0 && size) {
-      std::memset(buffer, options.fill, size);
-    }
-    planned[id] = Span<uint8_t>(buffer, size);
-    planned_total += size;
-    if (options.trace) {
-      std::printf("I planned buffer %u at %p, %lu B\n", static_cast<unsigned>(id), static_cast<void*>(buffer),
-                  static_cast<unsigned long>(size));
+    return cortexm::kExitMemory;
+  }
+  uint8_t* buffer = size ? memory + options.guard : nullptr;
+  if (options.guard) {
+    write_guards(id, memory, size, options.guard);
+  }
+  if (options.fill >= 0 && size) {
+    std::memset(buffer, options.fill, size);
+  }
+  planned_spans[id] = Span<uint8_t>(buffer, size);
+  ctx.planned_total += size;
+  if (options.trace) {
+    std::printf("I planned buffer %u at %p, %lu B\n", static_cast<unsigned>(id), static_cast<void*>(buffer),
+                static_cast<unsigned long>(size));
+  }
+  return cortexm::kExitOk;
+}
+
+// The method's memory: its planned buffers, then the method and temp allocator pools.
+int plan_memory(RunContext& ctx) {
+  ctx.planned_count = ctx.meta->num_memory_planned_buffers();
+  if (ctx.planned_count > kMaxPlannedBuffers) {
+    std::printf("E method %s plans %u memory buffers, the runner handles %u\n", ctx.method_name, static_cast<unsigned>(ctx.planned_count), static_cast<unsigned>(kMaxPlannedBuffers));
+    return cortexm::kExitFailed;
+  }
+  for (size_t id = 0; id < ctx.planned_count; id++) {
+    if (int status = plan_buffer(ctx, id)) {
+      return status;
     }
   }
-  uint8_t* method_memory = arena.take(CORTEXM_METHOD_POOL_SIZE, "the method allocator pool (CORTEXM_METHOD_POOL_SIZE)");
-  uint8_t* temp_memory = arena.take(CORTEXM_TEMP_POOL_SIZE, "the temp allocator pool (CORTEXM_TEMP_POOL_SIZE)");
+  uint8_t* method_memory = ctx.arena.take(CORTEXM_METHOD_POOL_SIZE, "the method allocator pool (CORTEXM_METHOD_POOL_SIZE)");
+  uint8_t* temp_memory = ctx.arena.take(CORTEXM_TEMP_POOL_SIZE, "the temp allocator pool (CORTEXM_TEMP_POOL_SIZE)");
   if (method_memory == nullptr || temp_memory == nullptr) {
     return cortexm::kExitMemory;
   }
-  cortexm::NamedPool method_pool("method allocator", "CORTEXM_METHOD_POOL_SIZE", method_memory, CORTEXM_METHOD_POOL_SIZE);
-  cortexm::NamedPool temp_pool("temp allocator", "CORTEXM_TEMP_POOL_SIZE", temp_memory, CORTEXM_TEMP_POOL_SIZE);
-  HierarchicalAllocator planned_memory({planned, planned_count});
-  MemoryManager memory(&method_pool, &planned_memory, &temp_pool);
+  ctx.method_pool.emplace("method allocator", "CORTEXM_METHOD_POOL_SIZE", method_memory, CORTEXM_METHOD_POOL_SIZE);
+  ctx.temp_pool.emplace("temp allocator", "CORTEXM_TEMP_POOL_SIZE", temp_memory, CORTEXM_TEMP_POOL_SIZE);
+  ctx.planned_memory.emplace(Span<Span<uint8_t>>(planned_spans, ctx.planned_count));
+  ctx.memory.emplace(&*ctx.method_pool, &*ctx.planned_memory, &*ctx.temp_pool);
+  return cortexm::kExitOk;
+}
 
-  Result<Method> method = program->load_method(*method_name, &memory);
+int load_method(RunContext& ctx) {
+  Result<Method>& method = ctx.method.emplace(ctx.program->load_method(ctx.method_name, &*ctx.memory));
   if (!method.ok()) {
-    std::printf("E loading method %s failed: %s (0x%x)\n", *method_name, executorch::runtime::to_string(method.error()), static_cast<unsigned>(method.error()));
-    return method_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
+    std::printf("E loading method %s failed: %s (0x%x)\n", ctx.method_name, executorch::runtime::to_string(method.error()), static_cast<unsigned>(method.error()));
+    return ctx.method_pool->exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
   }
-  if (options.load_only) {
-    std::printf("I loaded\n");
-    return cortexm::kExitOk;
-  }
+  return cortexm::kExitOk;
+}
 
-  size_t input_count = meta->num_inputs();
-  if (options.input_count != input_count) {
-    std::printf("E %u input files given, method %s takes %u inputs\n", static_cast<unsigned>(options.input_count), *method_name, static_cast<unsigned>(input_count));
+int set_inputs(RunContext& ctx) {
+  size_t input_count = ctx.meta->num_inputs();
+  if (ctx.options.input_count != input_count) {
+    std::printf("E %u input files given, method %s takes %u inputs\n", static_cast<unsigned>(ctx.options.input_count), ctx.method_name, static_cast<unsigned>(input_count));
     return cortexm::kExitUsage;
   }
   for (size_t i = 0; i < input_count; i++) {
-    Tag tag = meta->input_tag(i).get();
-    Error error = tag == Tag::Tensor ? set_tensor_input(*method, *meta, i, inputs[i], options.inputs[i])
-                                     : set_scalar_input(*method, tag, i, inputs[i], options.inputs[i]);
+    Tag tag = ctx.meta->input_tag(i).get();
+    Error error = tag == Tag::Tensor ? set_tensor_input(**ctx.method, *ctx.meta, i, ctx.inputs[i], ctx.options.inputs[i])
+                                     : set_scalar_input(**ctx.method, tag, i, ctx.inputs[i], ctx.options.inputs[i]);
     if (error != Error::Ok) {
       std::printf("E setting input %u failed: %s (0x%x)\n", static_cast<unsigned>(i), executorch::runtime::to_string(error), static_cast<unsigned>(error));
       return cortexm::kExitUsage;
     }
   }
+  return cortexm::kExitOk;
+}
 
-  if (options.guard || options.trace) {
-    // One instruction at a time, every guard checked after each (not timed).
-    for (size_t instruction = 0;; instruction++) {
-      if (options.trace) {
-        std::printf("I instruction %u\n", static_cast<unsigned>(instruction));
-        std::fflush(stdout);
-      }
-      Error status = method->step();
-      if (status == Error::EndOfMethod) {
-        break;
-      }
-      if (!guards_intact(guarded, planned_count, options.guard, instruction)) {
-        return cortexm::kExitGuard;
-      }
-      if (status != Error::Ok) {
-        std::printf("E executing method %s failed at instruction %u: %s (0x%x)\n", *method_name,
-                    static_cast<unsigned>(instruction), executorch::runtime::to_string(status), static_cast<unsigned>(status));
-        return temp_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
-      }
+// The memory oracle's run (--guard, --trace): one instruction at a time, every guard checked
+// after each (not timed).
+int execute_checked(RunContext& ctx) {
+  Result<Method>& method = *ctx.method;
+  for (size_t instruction = 0;; instruction++) {
+    if (ctx.options.trace) {
+      std::printf("I instruction %u\n", static_cast<unsigned>(instruction));
+      std::fflush(stdout);
     }
-  } else {
-    uint64_t ticks = 0;
-    Error status = Error::Ok;
-    if (options.calls) {
-      // One instruction at a time, each timed on its own (printing between them is not counted):
-      // what a change cost, kernel call by kernel call.
-      for (size_t instruction = 0;; instruction++) {
-        board_counter_start();
-        status = method->step();
-        uint64_t spent = board_counter_read();
-        if (status != Error::Ok) {
-          break;
-        }
-        ticks += spent;
-        print_call(instruction, spent, options.icount_shift);
-      }
-      if (status == Error::EndOfMethod) {
-        status = Error::Ok;
-      }
-    } else {
-      board_counter_start();
-      status = method->execute();
-      ticks = board_counter_read();
+    Error status = method->step();
+    if (status == Error::EndOfMethod) {
+      return cortexm::kExitOk;
+    }
+    if (!guards_intact(guarded_buffers, ctx.planned_count, ctx.options.guard, instruction)) {
+      return cortexm::kExitGuard;
     }
     if (status != Error::Ok) {
-      std::printf("E executing method %s failed: %s (0x%x)\n", *method_name, executorch::runtime::to_string(status), static_cast<unsigned>(status));
-      return temp_pool.exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
-    }
-    print_u64("ticks", ticks);
-    if (options.icount_shift >= 0) {
-      print_u64("instructions", ticks_to_instructions(ticks, options.icount_shift));
+      std::printf("E executing method %s failed at instruction %u: %s (0x%x)\n", ctx.method_name,
+                  static_cast<unsigned>(instruction), executorch::runtime::to_string(status), static_cast<unsigned>(status));
+      return ctx.temp_pool->exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
     }
   }
+}
 
+// --calls: one instruction at a time, each timed on its own (printing between them is not
+// counted): what a change cost, kernel call by kernel call. Adds their ticks to `ticks`.
+// Neither this nor execute_timed is inlined into run(): the runner's few instructions inside
+// the timed window then do not depend on run()'s frame, and counts stay comparable.
+__attribute__((noinline)) Error execute_calls(RunContext& ctx, uint64_t& ticks) {
+  Result<Method>& method = *ctx.method;
+  for (size_t instruction = 0;; instruction++) {
+    board_counter_start();
+    Error status = method->step();
+    uint64_t spent = board_counter_read();
+    if (status != Error::Ok) {
+      return status == Error::EndOfMethod ? Error::Ok : status;
+    }
+    ticks += spent;
+    print_call(instruction, spent, ctx.options.icount_shift);
+  }
+}
+
+// The timed run: `I ticks: T`, and with QEMU's -icount `I instructions: X`.
+__attribute__((noinline)) int execute_timed(RunContext& ctx) {
+  uint64_t ticks = 0;
+  Error status = Error::Ok;
+  if (ctx.options.calls) {
+    status = execute_calls(ctx, ticks);
+  } else {
+    Result<Method>& method = *ctx.method;
+    board_counter_start();
+    status = method->execute();
+    ticks = board_counter_read();
+  }
+  if (status != Error::Ok) {
+    std::printf("E executing method %s failed: %s (0x%x)\n", ctx.method_name, executorch::runtime::to_string(status), static_cast<unsigned>(status));
+    return ctx.temp_pool->exhausted() ? cortexm::kExitMemory : cortexm::kExitFailed;
+  }
+  print_u64("ticks", ticks);
+  if (ctx.options.icount_shift >= 0) {
+    print_u64("instructions", ticks_to_instructions(ticks, ctx.options.icount_shift));
+  }
+  return cortexm::kExitOk;
+}
+
+int write_outputs(RunContext& ctx) {
+  Result<Method>& method = *ctx.method;
   size_t output_count = method->outputs_size();
   if (output_count > kMaxOutputs) {
-    std::printf("E method %s has %u outputs, the runner writes at most %u\n", *method_name, static_cast<unsigned>(output_count), static_cast<unsigned>(kMaxOutputs));
+    std::printf("E method %s has %u outputs, the runner writes at most %u\n", ctx.method_name, static_cast<unsigned>(output_count), static_cast<unsigned>(kMaxOutputs));
     return cortexm::kExitFailed;
   }
   for (size_t i = 0; i < output_count; i++) {
-    if (!write_output(method->get_output(i), options.output_base, i)) {
+    if (!write_output(method->get_output(i), ctx.options.output_base, i)) {
       return cortexm::kExitFailed;
     }
   }
+  return cortexm::kExitOk;
+}
+
+void report_memory(const RunContext& ctx) {
   std::printf(
       "I memory: program %lu B, planned %lu B, method allocator %lu of %lu B, temp allocator %lu of %lu B, arena %lu of %lu B, "
       "stack %lu of %lu B, heap %lu of %lu B\n",
-      static_cast<unsigned long>(program_file.size),
-      static_cast<unsigned long>(planned_total),
-      static_cast<unsigned long>(method_pool.peak()),
+      static_cast<unsigned long>(ctx.program_file.size),
+      static_cast<unsigned long>(ctx.planned_total),
+      static_cast<unsigned long>(ctx.method_pool->peak()),
       static_cast<unsigned long>(CORTEXM_METHOD_POOL_SIZE),
-      static_cast<unsigned long>(temp_pool.peak()),
+      static_cast<unsigned long>(ctx.temp_pool->peak()),
       static_cast<unsigned long>(CORTEXM_TEMP_POOL_SIZE),
-      static_cast<unsigned long>(arena.used()),
-      static_cast<unsigned long>(arena.size()),
+      static_cast<unsigned long>(ctx.arena.used()),
+      static_cast<unsigned long>(ctx.arena.size()),
       static_cast<unsigned long>(board_stack_used()),
       static_cast<unsigned long>(board_stack_size()),
       static_cast<unsigned long>(board_heap_used()),
       static_cast<unsigned long>(board_heap_size()));
+}
+
+// A step's non-zero status ends the run (kExitOk is 0).
+static_assert(cortexm::kExitOk == 0, "run() treats a non-zero step status as the run's end");
+
+int run(const Options& options) {
+  RunContext ctx(options);
+  read_files(ctx);
+  if (int status = load_program(ctx)) {
+    return status;
+  }
+  if (int status = plan_memory(ctx)) {
+    return status;
+  }
+  if (int status = load_method(ctx)) {
+    return status;
+  }
+  if (options.load_only) {
+    std::printf("I loaded\n");
+    return cortexm::kExitOk;
+  }
+  if (int status = set_inputs(ctx)) {
+    return status;
+  }
+  if (int status = options.guard || options.trace ? execute_checked(ctx) : execute_timed(ctx)) {
+    return status;
+  }
+  if (int status = write_outputs(ctx)) {
+    return status;
+  }
+  report_memory(ctx);
   return cortexm::kExitOk;
 }
 
