@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cortexm.base.targets import Core
 from cortexm.checking.library import Library
+
+if TYPE_CHECKING:
+    from cortexm.firmware.build import Runner
 
 
 @dataclass
@@ -26,6 +29,7 @@ class SimOutcome:
 
 class Simulator(Protocol):
     name: str
+    runner: Runner  # the firmware it runs programs on
 
     def run(self, pte: Path, core: Core, inputs: list[Path] | None = None, extra_args: tuple[str, ...] = ()) -> SimOutcome: ...
 
