@@ -73,6 +73,13 @@ def test_model_file_that_raises(tmp_path):
     _assert_one_line_error(run_cli("export", f"{tmp_path / 'absent.py'}:make", "--target", "cortex-m7"), "no such model file")
 
 
+def test_case_file_that_is_not_python(tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("x = 1\n")
+    _assert_one_line_error(run_cli("test", "--cases", str(cases)), "cases.txt: not a Python file")
+    _assert_one_line_error(run_cli("test", "--cases", str(tmp_path / "absent.py")), "no such case file")
+
+
 def test_export_never_overwrites_foreign_files(tmp_path):
     precious = tmp_path / "model.json"
     precious.write_text('{"my": "settings"}')

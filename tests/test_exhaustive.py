@@ -5,6 +5,8 @@ case is the case it is alone, and is judged on its own output."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -24,6 +26,16 @@ def test_every_combination_of_the_scope_is_a_case_or_counted_as_pruned():
         assert len({c.name for c in found}) == len(found)
     found, _ = exhaustive.combinations("conv2d", exhaustive.parse_scope(["spatial=1..6", "data=midpoints"]))
     assert {c.params["data"] for c in found} == {"midpoints"} and max(max(c.params["h"], c.params["w"]) for c in found) == 6
+
+
+def test_a_worker_that_registered_the_scope_first_still_finds_the_grid_cases():
+    """As an export worker of `--grid exhaustive --scope ...` does (its own process: this one's
+    registry stays as it is)."""
+    code = ("from cortexm import cases\nfrom cortexm.cases import exhaustive\n"
+            "exhaustive.register_all(exhaustive.parse_scope(['spatial=2', 'channels=1..3']))\n"
+            "print(cases.get('grid_max_pool2d_00').name)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "grid_max_pool2d_00", done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("item", ["spatial", "nosuchkey=1", "spatial=4..2", "channels=1..999"])

@@ -115,7 +115,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
     read_with_trees(executorch_src, cmsis_nn_src)
     if more_inputs and not inputs:
         raise click.UsageError("input files follow --inputs, e.g. --inputs a.bin b.bin")
-    given = [*inputs, *more_inputs] or None
+    given: list[str | Path] | None = [*inputs, *more_inputs] or None
     names = read_labels(labels) if labels else None
     # Every refusal comes before the runner is built: each costs nothing.
     outputs = len(bundle.program().plan().outputs)
@@ -148,7 +148,7 @@ def run(pte: str, more_inputs: tuple[str, ...], target: str, sim_name: str, inpu
         click.echo(f"error: {e}", err=True)
         return EXIT_PROBLEMS
     finally:
-        if kept and Path(keep).is_dir():
+        if kept is not None and kept.folder.is_dir():
             kept.seal({"tool": "cortexm run"})
     for path, out in zip(save, result.outputs, strict=False):
         _save_npy(Path(path), out)

@@ -53,22 +53,22 @@ def targets(as_json: bool) -> None:
     from cortexm.base.targets import CORES
     from cortexm.sources.backend_source import upstream_backend
 
-    rows = []
+    rows, shown = [], []
     for c in CORES:
         try:
-            upstream = upstream_backend(c)
+            backend = upstream_backend(c) or c.backend
         except Exception:  # executorch not installed: show what this project expects
-            upstream = None
-        rows.append({"target": c.name, "backend": upstream or c.backend, "backend_expected": c.backend,
+            backend = c.backend
+        rows.append({"target": c.name, "backend": backend, "backend_expected": c.backend,
                      "gcc_flags": " ".join(c.gcc_flags), "qemu_machine": c.qemu_machine, "fvp_model": c.fvp_model})
+        shown.append([c.name, backend + ("" if backend == c.backend else f" (expected {c.backend})"),
+                      " ".join(c.gcc_flags), c.qemu_machine or "-", c.fvp_model or "-"])
     if as_json:
         click.echo(json_dumps(rows, indent=2))
         return
     from cortexm.report import table
 
-    table(["target", "CMSIS-NN", "GCC flags", "QEMU -M", "FVP"],
-          [[r["target"], r["backend"] + ("" if r["backend"] == r["backend_expected"] else f" (expected {r['backend_expected']})"),
-            r["gcc_flags"], r["qemu_machine"] or "-", r["fvp_model"] or "-"] for r in rows])
+    table(["target", "CMSIS-NN", "GCC flags", "QEMU -M", "FVP"], shown)
 
 
 @click.command()

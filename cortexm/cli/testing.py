@@ -31,82 +31,6 @@ from cortexm.report import outputs
 from cortexm.report.results import Status
 from cortexm.testing import shards
 
-
-def _coverage(options, out_dir: Path) -> tuple[dict, dict]:
-    """core -> per-file coverage and core -> value counters per call site, collected and
-    printed (cortexm.firmware.coverage)."""
-    from cortexm.firmware import coverage
-    from cortexm.report import table
-
-    covered, valued, rows = {}, {}, []
-    for core, simulator in options.simulators.items():
-        if isinstance(simulator, str):
-            continue
-        try:
-            files = covered[core] = coverage.collect(simulator.runner, out_dir / core)
-        except CortexmError as e:
-            click.echo(f"warning: {e}", err=True)
-            continue
-        for label, prefix in (("cortex_m kernels", "executorch/backends/cortex_m/ops/"), ("CMSIS-NN", "cmsis-nn/")):
-            lines_run, lines, functions_run, functions, taken, arcs = coverage.totals(files, prefix)
-            rows.append([core, label, _share(lines_run, lines), _share(functions_run, functions), _share(taken, arcs)])
-    if rows:
-        table(["core", "code", "lines executed", "functions executed", "branches taken"], rows,
-              title=f"coverage (per file: {out_dir}/<core>/cobertura.xml, lcov.info; branches never taken: "
-                    f"{coverage.NEVER})")
-        paths = sorted({f.path for files in covered.values() for f in files if f.lines_executed})
-        table(["file (that ran)", *(f"{core} lines, branches" for core in covered)],
-              [[path.split("/", 1)[1], *(next((f"{f.lines_executed}/{f.lines}, {f.branches_taken}/{f.branches}"
-                                               for f in files if f.path == path), "-") for files in covered.values())]
-               for path in paths], title="lines and branches executed per file")
-        for core in covered:
-            never = coverage.never_taken(out_dir / core)
-            if never:
-                click.echo(f"{core}: {len(never)} branches never taken in lines that ran; the first:")
-                click.echo("\n".join(f"  {line}" for line in never[:10]))
-            runner = options.simulators[core].runner
-            scope_only = coverage.attribute(runner, out_dir / core, _in_scope)
-            if scope_only:
-                click.echo(f"{core}: {len(scope_only)} branches only the exhaustive scope took, each with the smallest "
-                           f"program that took it ({coverage.SCOPE_ONLY}); the first:")
-                click.echo("\n".join(f"  {line}" for line in scope_only[:10]))
-            sites = valued[core] = coverage.values(runner, out_dir / core)
-            _print_values(core, sites, out_dir / core / coverage.VALUE_SITES)
-    return covered, valued
-
-
-def _print_values(core: str, sites: list, listed: Path) -> None:
-    """A core's value counters in a few lines: the roundings that met a half step, the clamps
-    that changed a value in every lane, and the first sites that never did."""
-    from cortexm.firmware.coverage import CHOICES
-
-    rounding = [s for s in sites if s.kind == "requantize"]
-    choices = [s for s in sites if s.kind in CHOICES]
-    clamps = [s for s in sites if s.kind != "requantize" and s.kind not in CHOICES]
-    if not sites:
-        return
-    click.echo(f"{core}: value counters: {len(rounding)} requantize call sites ran, "
-               f"{sum(1 for s in rounding if s.counts[2])} met a positive half step, "
-               f"{sum(1 for s in rounding if s.counts[3])} a negative one; {len(clamps)} MVE clamp sites ran, "
-               f"{sum(1 for s in clamps if not s.never())} changed a value in every lane; {len(choices)} MAX and MIN "
-               f"sites ran, {sum(1 for s in choices if not s.never())} changed a value (per site: {listed})")
-    never = [s for s in sites if s.never()]
-    if never:
-        click.echo("\n".join(f"  {s.path}:{s.line} {s.kind}: {s.never()}" for s in never[:10]))
-
-
-def _in_scope(program: str) -> bool:
-    """Whether a program is one of the exhaustive scope's (a pack, or a part run alone)."""
-    from cortexm.cases.registry import REGISTRY
-
-    case = REGISTRY.get(program)
-    return bool(case and case.grid and case.grid.level.startswith("exhaustive"))
-
-
-def _share(done: int, total: int) -> str:
-    return f"{done}/{total} ({100 * done / max(total, 1):.0f} %)"
-
-
 # The DSP core and the MVE core a contributor's change must work on; --all-cores adds the rest.
 DEFAULT_TEST_CORES = ("cortex-m7", "cortex-m55")
 EXTRA_CORES = ("cortex-m3", "cortex-m4", "cortex-m33")
@@ -164,6 +88,7 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
     from cortexm.checking import library
     from cortexm.firmware import BuildOptions
     from cortexm.report import writers as report_files
+    from cortexm.report.coverage import print_coverage
     from cortexm.report.summary import print_changes, print_per_mac, print_summary
     from cortexm.sources import backend_source
     from cortexm.testing import app, crosscore, perf, simulate
@@ -238,7 +163,11 @@ def test_cmd(targets, all_cores, pattern, case_files, ptes, sim, grid, scope, go
         print_profiles(results)
     if earlier:
         print_changes(changes, baseline, threshold)
-    covered, valued = _coverage(options, Path(coverage_dir)) if coverage_dir else ({}, {})
+    if coverage_dir:  # the runners of the cores that have a simulator (else a string says why not)
+        built = {core: s.runner for core, s in options.simulators.items() if not isinstance(s, str)}
+        covered, valued = print_coverage(built, Path(coverage_dir))
+    else:
+        covered, valued = {}, {}
     if coverage_out:
         coverage_out.seal({"tool": "cortexm test --coverage"})
     meta = {"cores": names, "sim": sim, "seconds": round(elapsed, 2), "cortexm": __version__,

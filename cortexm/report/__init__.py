@@ -1,7 +1,7 @@
 """Output: what a run found (results.py) and its summary, files and merge; terminal tables and the
 inspection report (plain when not on a TTY); accuracy against the float model in words
-(accuracy.py); fit.py places a program and its runner on a board's memory (boards.toml), with the
-runner's flash and RAM from cortexm.firmware.size."""
+(accuracy.py); a run's kernel coverage (coverage.py); fit.py places a program and its runner on
+a board's memory (boards.toml), with the runner's flash and RAM from cortexm.firmware.size."""
 
 from __future__ import annotations
 

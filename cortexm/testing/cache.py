@@ -258,11 +258,12 @@ def transient(error: BaseException) -> bool:
     from cortexm.base.errors import StorageError
 
     seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, (ImportError, OSError, MemoryError, StorageError, InputsChanged)):
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, (ImportError, OSError, MemoryError, StorageError, InputsChanged)):
             return True
-        error = error.__cause__ or error.__context__
+        link = link.__cause__ or link.__context__
     return False
 
 

@@ -41,6 +41,8 @@ def load_case_file(path: Path, timeout: float | None = IMPORT_TIMEOUT, source: b
             raise CortexmError(f"{path}: no such case file" if not path.is_file() else f"{path}: {e.strerror}") from None
     before = {c.name for c in case_registry.all_cases()}
     spec = importlib.util.spec_from_file_location(f"cortexm_user_cases_{zlib.crc32(str(path).encode()):08x}", path)
+    if spec is None:  # no loader for its suffix
+        raise CortexmError(f"{path}: not a Python file (a case file ends in .py)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # torch.export looks up the module of functions it traces
     try:

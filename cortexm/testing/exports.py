@@ -56,7 +56,8 @@ def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, rea
 
     torch.set_num_threads(1)  # the pool already uses every core
     cf = Path(case_file) if case_file else None
-    quantized, failure = None, None
+    quantized: quantize.Quantized | None = None
+    failure: CortexmError | None = None
     hit = cache.lookup_quantized(case, layout, cf)
     if hit is not None:
         quantized = quantize.load_quantized(hit)
@@ -81,6 +82,7 @@ def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, rea
     def write(core, path: Path) -> None:
         if failure is not None:
             raise failure
+        assert quantized is not None  # loaded from the cache or quantized above
         if not edge:
             edge.append(export.to_edge_program(quantized))
         writer.write(export.export(quantized, core, layout, edge=edge[0], evaluation=measured_on), path)
@@ -98,8 +100,9 @@ def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, rea
         except CortexmError as e:
             results[core_name] = (False, str(e))
         except Exception as e:  # a crash inside the lowering: keep going, report it
-            if storage_error(e):
-                raise storage_error(e) from None
+            stored = storage_error(e)
+            if stored:
+                raise stored from None
             results[core_name] = (False, f"{type(e).__name__}: {e}")
     return results
 
@@ -254,8 +257,9 @@ def _collect(results: dict, case: str, cores: list[tuple[str, str]], job: Callab
     except CortexmError as e:
         done = {core: (False, str(e)) for core, _ in cores}
     except Exception as e:  # a crash outside one core's lowering: keep going, report it
-        if storage_error(e):
-            raise storage_error(e) from None
+        stored = storage_error(e)
+        if stored:
+            raise stored from None
         done = {core: (False, f"{type(e).__name__}: {e}") for core, _ in cores}
     for core, (ok, text) in done.items():
         results[(case, core)] = Path(text) if ok else text

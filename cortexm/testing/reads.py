@@ -24,7 +24,7 @@ import stat
 import sys
 import sysconfig
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache, lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -211,7 +211,7 @@ def _read(path: str, listing: bool) -> str:
 
 
 @cache
-def _distributions() -> dict[str, list[str]]:
+def _distributions() -> Mapping[str, list[str]]:
     """Top-level name -> distributions, read once per process (a scan of every installed
     distribution's metadata, long; the versions are checked again by `changed`)."""
     return metadata.packages_distributions()

@@ -176,10 +176,11 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
     progress(f"running {name} on {', '.join(c.name for c in cores)}")
     original = runner.run(name, cores, wrapper)
     result, calls = original[cores[0].name]
-    reduction = Reduction(name, cores[0].name, None, {c: verdict(*rc) for c, rc in original.items()})  # type: ignore[arg-type]
-    first = reduction.original[cores[0].name].failure
+    verdicts = {c: verdict(*rc) for c, rc in original.items()}
+    first = verdicts[cores[0].name].failure
     if first is None:
         raise CortexmError(f"{name} passes on {cores[0].name}: nothing to reduce")
+    reduction = Reduction(name, cores[0].name, first, verdicts)
     built = modelsource.load(name) if wrapper is None else modelsource.load(_factory_spec(spec))
     stopped = pieces.handled(first.line) if first.stage == "export" else None
     if stopped is not None:
@@ -192,11 +193,13 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
             raise CortexmError(f"{name} on {cores[0].name}: the export stopped at node {stopped[1]}, which the float "
                                f"model does not have ({first.describe()})")
         first = Failure(first.stage, first.line, at, first.op)
+        instruction = at
         quantized, example = floating, tuple(built.example_inputs)
         reduction.node = stopped[1]
     elif first.instruction is None or not result.pte:
         raise CortexmError(f"{name} on {cores[0].name} fails naming no call ({first.describe()}): reduce cuts out a call")
     else:
+        instruction = first.instruction
         floating, quantized, example = _models(Bundle.open(result.pte))
         # The program's input values, in the strides the model was given them (channels-last with a
         # size-1 dim is a layout only the strides tell).
@@ -212,7 +215,7 @@ def reduce(spec: str, cores, folder: Path, runner: Runner, shrink_steps: int = 1
     piece = None
     for levels in range(MAX_LEVELS + 1):
         try:
-            candidate = pieces.cut_out(floating, quantized, calls, first.instruction, example, calibration, levels)
+            candidate = pieces.cut_out(floating, quantized, calls, instruction, example, calibration, levels)
         except CortexmError as e:
             raise CortexmError(f"{name}: {e}") from None
         candidate.data = "beyond" if built.data == "beyond" else "uniform"
@@ -360,7 +363,7 @@ def _write_c(reduction: Reduction, folder: Path, cores, c_call: CCall, progress)
     first = reduction.reduced.get(reduction.core)
     same = next((f for f in (first.others if first else []) if f.kind == failure.kind and f.instruction is not None), None)
     result = reduction.reduced_results.get(reduction.core)
-    if same is None or result is None or not result.pte:
+    if same is None or same.instruction is None or result is None or not result.pte:
         reduction.c_note = "no C program: the reproducer's program does not fail at a call of the operator"
         return
     calls = {}  # backend -> the call as that core's program makes it, the failing core's first
@@ -370,6 +373,7 @@ def _write_c(reduction: Reduction, folder: Path, cores, c_call: CCall, progress)
         if target.backend in calls or got is None or not got.pte:
             continue
         bundle = Bundle.open(got.pte)
+        assert bundle.sidecar is not None  # the reproducer's programs are written with their sidecar
         inputs = [np.array(logical(bundle.read(n), e))
                   for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs, strict=True)]
         try:

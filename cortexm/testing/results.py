@@ -12,6 +12,7 @@ from cortexm.base.targets import Core
 from cortexm.checking.library import Library
 
 if TYPE_CHECKING:
+    from cortexm.firmware.build import Runner
     from cortexm.pte.bundle import Bundle
 
 
@@ -29,6 +30,7 @@ class SimOutcome:
 
 class Simulator(Protocol):
     name: str
+    runner: Runner  # the firmware it runs programs on
 
     def run(self, program: Bundle, core: Core, inputs: list[Path] | None = None,
             extra_args: tuple[str, ...] = ()) -> SimOutcome: ...

@@ -22,9 +22,13 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cortexm.base import writes
 from cortexm.base.errors import CortexmError
+
+if TYPE_CHECKING:
+    from cortexm.firmware.build import Runner
 
 # Where the session reports (one JSON per core: timing, runners, xfail outcomes).
 STATS_ENV = "CORTEXM_UPSTREAM_STATS"
@@ -60,13 +64,13 @@ class Routing:
         self.sim_name = sim_name
         self.tree = sources.require(sources.EXECUTORCH)
         self.ops = set(runner_ops(self.tree))
-        self.runners: dict[str, object] = {}  # ELF path -> Runner
-        self.current = None  # the runner with every operator needed so far
+        self.runners: dict[str, Runner] = {}  # by ELF path
+        self.current: Runner | None = None  # the runner with every operator needed so far
         self.seconds = {"simulation": 0.0, "runner builds": 0.0}
         self.programs = 0
         self.started = time.perf_counter()
 
-    def runner(self, ops: set[str]):
+    def runner(self, ops: set[str]) -> Runner:
         from cortexm.firmware import build_runner
 
         started = time.perf_counter()
@@ -131,7 +135,8 @@ def _run(routing: Routing, manager, inputs, folder: Path, timeout: float, runner
         raise RuntimeError(f"Corstone simulation failed. Problems: 1 found:\n{audit[0].line()} "
                            f"(lowered for another CMSIS-NN variant than {routing.core.name}'s, not run)")
     needed = set(model_ops(pte))
-    runner = routing.current if needed <= set(routing.current.ops) else routing.runner(needed)
+    current = routing.current  # route() built the first
+    runner = current if current is not None and needed <= set(current.ops) else routing.runner(needed)
     simulator = sim.for_core(routing.core, routing.sim_name)
     started = time.perf_counter()
     result = simulator.run(runner.elf, routing.core, folder, sim.command_line(names), timeout)
@@ -153,6 +158,7 @@ def test_folder(executorch_src: Path | None) -> Path:
     """backends/cortex_m/test of the tree whose Python lowers, else of the installed wheel."""
     from cortexm.sources import backend_source
 
+    folder: Path | None
     if executorch_src is not None:
         folder = Path(executorch_src) / "backends" / "cortex_m" / "test"
     else:
@@ -177,7 +183,7 @@ def run_suite(folder: Path, cores: list[str], sim_name: str, pattern: str | None
     from cortexm.base import progress as progress_mod
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = {}
+    results: dict[str, dict] = {}
     with contextlib.ExitStack() as stack:  # one session failing to start, or Ctrl-C, stops them all
         sessions = {}
         for core in cores:
@@ -240,7 +246,7 @@ def verdicts(junit: Path) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
         test = f"{case.get('classname', '').replace('.', '/')}::{case.get('name')}"
         child = next(iter(case), None)
         kind = child.tag if child is not None and child.tag in ("failure", "error", "skipped") else "passed"
-        if kind == "skipped" and "xfail" in (child.get("type") or ""):
+        if kind == "skipped" and child is not None and "xfail" in (child.get("type") or ""):
             kind = "xfailed"
         key = {"failure": "failed", "error": "errors"}.get(kind, kind)
         text = (child.get("message") or child.text or "").strip() if child is not None else ""

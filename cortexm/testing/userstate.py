@@ -19,7 +19,7 @@ import random
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 _PRISTINE: dict[str, Any] | None = None
 _AFTER_IMPORT: dict[str | None, tuple[dict[str, Any], Any]] = {}
@@ -74,4 +74,4 @@ def _restore(state: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):
         os.chdir(state["cwd"])
     sys.path[:] = state["path"]
-    warnings.filters[:] = state["warnings"]
+    cast("list[object]", warnings.filters)[:] = state["warnings"]  # a list, typed as a Sequence
