@@ -3,14 +3,16 @@ to upstream's own flow, and how close the conv/linear cases come to the core's M
 
     python bench/suite.py [--target cortex-m7 --target cortex-m55] [-k PATTERN] [--no-upstream]
 
-Each run is a fresh process, as a user's is. Cold: empty export and build caches
-(temporary folders), so every case is lowered and the runner is built (beside the exports, as
-`cortexm test` builds it). Built: an empty export cache, the runner and CMSIS-NN's helper as the
-cold run built them: a first run without the builds. Warm: that run again, nothing changed.
+Each run is a fresh process, as a user's is. Cold: empty export, build and run caches
+(temporary folders), so every case is lowered, the runner is built (first, beside CMSIS-NN's
+helper and then the exports, as `cortexm test` builds it) and every program is simulated.
+Built: empty export and run caches, the runner and CMSIS-NN's helper as the cold run built them:
+a first run without the builds. Warm: that run again, nothing changed.
 Stage times are summed over cases; export runs in parallel worker processes, so its wall time
-is what is shown. Upstream: ExecuTorch's own implementation tests (`-k test_implementation`, the installed executorch's suite),
-which lower every program afresh, on the same core's runner in the same caches, right
-after; its lowering time is the session's wall minus simulation and runner builds.
+is what is shown. Upstream: ExecuTorch's own implementation tests (`-k test_implementation`, the
+installed executorch's suite), which lower every program afresh, on the core's runner built in
+a build cache of its own (cold, as cortexm's first run is), right after; its lowering time is the
+session's wall minus simulation and runner builds.
 Instructions per MAC divide a case's whole
 execute() count (quantize and dequantize included) by the multiply-accumulates
 of its conv/linear calls; the physical limit is 2 int8 MACs per SMLAD on the M7
@@ -32,10 +34,11 @@ from cortexm.checking.macs import MAC_LIMIT as LIMIT  # instructions per int8 MA
 STAGES = ("build", "export", "dialect", "verify", "run")
 
 
-def run_once(core_name, pattern, jobs, exports, builds, efficiency=False):
+def run_once(core_name, pattern, jobs, exports, builds, runs, efficiency=False):
     """One `cortexm test` run of one core (run it in a fresh process, see in_fresh_process):
     wall, stage seconds, statuses, programs, and with `efficiency` the MAC efficiency rows."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
+    os.environ["CORTEXM_RUN_CACHE"] = runs  # a run remembered from an earlier benchmark is no run
     started = time.perf_counter()
     from cortexm.base.targets import core as core_named
     from cortexm.lowering import source
@@ -43,10 +46,6 @@ def run_once(core_name, pattern, jobs, exports, builds, efficiency=False):
 
     core = core_named(core_name)
     options = app.Options(cores=[core], pattern=pattern, goldens=app.default_goldens(), jobs=jobs)
-    # As `cortexm test` does: the lowering's trees and CMSIS-NN's buffer-size helper first, then
-    # the runner built in the background while the cases export.
-    source.choose(None)
-    helper = time.perf_counter() - started
     built: dict[str, float] = {}
 
     def runners():
@@ -54,7 +53,11 @@ def run_once(core_name, pattern, jobs, exports, builds, efficiency=False):
         built["at"] = time.perf_counter() - started
         return found
 
+    # As `cortexm test` does: the runner's build first, in the background, then the lowering's
+    # trees and CMSIS-NN's buffer-size helper, then the exports.
     options.building = simulate.InBackground(runners)
+    source.choose(None)
+    helper = time.perf_counter() - started
     results = app.run(options)
     total = time.perf_counter() - started
     simulator = options.simulators[core.name]
@@ -89,10 +92,11 @@ def print_row(core_name, label, total, stages):
     print(f"{core_name:11} {label:5} {total:7.1f} " + " ".join(f"{stages.get(s, 0.0):8.1f}" for s in STAGES))
 
 
-def upstream_once(core_name, pattern, exports, builds):
+def upstream_once(core_name, pattern, exports, builds, runs):
     """Upstream's flow on this core (in a fresh process, as run_once): (tests lowered, programs
     simulated, {stage: seconds}, wall, outcome counts)."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
+    os.environ["CORTEXM_RUN_CACHE"] = runs
     from cortexm.lowering import source
     from cortexm.testing import upstream
 
@@ -137,13 +141,19 @@ def main() -> None:
     efficiency, per_program = [], []
     for core in cores:
         with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as again, \
-                tempfile.TemporaryDirectory() as fresh:
+                tempfile.TemporaryDirectory() as fresh, tempfile.TemporaryDirectory() as upstream_builds, \
+                tempfile.TemporaryDirectory() as runs:
             builds = args.builds or fresh
             # cold: nothing cached; built: the runners and the helper cached (what the cold run
-            # built), the exports not: a first run's cost without the runner build; warm: all cached.
+            # built), the exports and runs not: a first run's cost without the runner build; warm:
+            # all cached. Each run store starts empty with the export cache it goes with.
+            stores = {"cold": os.path.join(runs, "cold"), "built": os.path.join(runs, "built"),
+                      "warm": os.path.join(runs, "built"), "upstream": os.path.join(runs, "upstream")}
+            for store in set(stores.values()):
+                os.mkdir(store, 0o700)
             for label, cache in (("cold", exports), ("built", again), ("warm", again)):
                 total, stages, statuses, programs, found = in_fresh_process(
-                    run_once, core.name, args.pattern, args.jobs, cache, builds, label == "warm")
+                    run_once, core.name, args.pattern, args.jobs, cache, builds, stores[label], label == "warm")
                 print_row(core.name, label, total, stages)
                 # A benchmark of a run that failed measures nothing: say what the run came to.
                 print(f"{core.name:11} {label}: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
@@ -151,7 +161,8 @@ def main() -> None:
                 efficiency += found
             if not args.no_upstream:
                 lowered, simulated, stages, total, counts = in_fresh_process(
-                    upstream_once, core.name, args.upstream_k, exports, builds)
+                    upstream_once, core.name, args.upstream_k, exports, args.builds or upstream_builds,
+                    stores["upstream"])
                 print(f"{core.name:11} upstream: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
                 print_row(core.name, "upstr", total, stages)
                 per_program.append((core.name, f"upstream ({simulated} run)", lowered, total, stages))

@@ -89,9 +89,9 @@ def build_helper(tree: Path, progress=None) -> Path:
     with locks.waiting(work):
         if module.is_file() and (out / RECORD).is_file():
             return module
-        # Its steps are of unequal cost (one compile is most of it): a count, no time left.
-        task = progress_mod.task(progress, "building CMSIS-NN's buffer-size module for the lowering "
-                                 "(once per CMSIS-NN tree)", eta=False)
+        # Its steps are of unequal cost (one compile is most of it): a count, no time left. Short
+        # enough that the count still shows on an 80-column terminal.
+        task = progress_mod.task(progress, "building CMSIS-NN's buffer-size module (once per CMSIS-NN tree)", eta=False)
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         source = (["-S", str(project), f"-DCMSIS_NN_SRC={tree}"] if own
                   else ["-S", str(tree), "-DCMSISNN_BUILD_PYBIND=ON"])
