@@ -88,7 +88,7 @@ def _accuracy_failures(result) -> list[str]:
     from cortexm.semantic import realinputs
 
     sidecar = result.sidecar
-    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.semantic or {}).get("points", [])}
+    calls = realinputs.calls_of(sidecar.semantic)
     return realinputs.failures(sidecar.accuracy, sidecar.data, calls)
 
 

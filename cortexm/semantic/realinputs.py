@@ -58,6 +58,12 @@ def sets(record: dict | None, data: str):
             yield key, what, entry, key == "evaluation" or data in accuracy.IN_RANGE
 
 
+def calls_of(semantic: dict | None) -> dict:
+    """node -> (call, operator) of every point of a sidecar's semantic record: what names a
+    point's call in `failures` and `summary`."""
+    return {p.get("node"): (p.get("call"), p.get("op")) for p in (semantic or {}).get("points", [])}
+
+
 def failures(record: dict | None, data: str, calls: dict | None = None) -> list[str]:
     """The lines a case fails stage `accuracy` with: the drawn inputs below the floor, and on
     each judged real set, an evaluation set that does not fit, the first point whose range

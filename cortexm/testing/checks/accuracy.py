@@ -19,7 +19,7 @@ def stage(c: Checking) -> None:
         return
     result.stages.append("accuracy")
     result.accuracy_db, result.top1 = accuracy.summary(record)
-    calls = {p.get("node"): (p.get("call"), p.get("op")) for p in (sidecar.semantic or {}).get("points", [])}
+    calls = realinputs.calls_of(sidecar.semantic)
     points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
               for p in record.get("points", [])]
     modules = {call["instruction"]: str(call.get("module") or "")

@@ -76,7 +76,7 @@ def expect(result: CaseResult, known: tuple) -> None:
     """Turn a failure that known defects explain into XFAIL, a pass they should have
     prevented into XPASS, and any other failure of such a case into a FAIL that says so
     (cortexm.cases.defects.judge)."""
-    if result.status == Status.ERROR or result.status not in (Status.FAIL, Status.PASS, Status.NOT_RUN):
+    if result.status not in (Status.FAIL, Status.PASS, Status.NOT_RUN):  # an ERROR, or judged already
         return
     judged = defects.judge(known, result.failures if result.status == Status.FAIL else [], set(result.stages))
     if judged is None:
