@@ -86,28 +86,31 @@ def test_a_child_that_ends_by_itself_is_left_alone():
 
 def _ninja_jobs(tmp_path) -> tuple[list[str], callable]:
     """A real ninja running two jobs, each of which it puts in a process group of its own (as
-    every compile of a runner build): the command, and a function listing the jobs' pids."""
+    every compile of a runner build): the command, and a function listing the jobs' live pids.
+    Each job writes its own pid (a shell's pid stays when it execs its last command), so no
+    command line is scanned for them."""
     import shutil
 
     ninja = shutil.which("ninja")
     if ninja is None:
         pytest.skip("ninja not found (Debian: apt install ninja-build)")
-    marker = f"{os.getpid()}-{time.monotonic_ns()}-job"  # this run's jobs only
-    (tmp_path / "build.ninja").write_text(f"rule wait\n  command = sleep 300 # {marker}\n"
+    (tmp_path / "build.ninja").write_text("rule wait\n  command = echo $$$$ > $out.pid && sleep 300\n"
                                           "build a: wait\nbuild b: wait\n")
 
     def jobs() -> list[int]:
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
+        pids = []
+        for name in ("a.pid", "b.pid"):
             try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(pid))
-            except OSError:
+                pids.append(int((tmp_path / name).read_text()))
+            except (OSError, ValueError):  # not started, or being written
                 pass
-        return _alive(found)
+        return _alive(pids)
 
     return [ninja, "-C", str(tmp_path), "-j", "2"], jobs
+
+
+# Seconds two jobs have to start: a CI machine busy compiling on both cores can be slow to fork.
+JOBS_START = 60
 
 
 def _wait_for(predicate, seconds: float) -> None:
@@ -121,7 +124,7 @@ def test_a_stopped_build_stops_the_jobs_ninja_put_in_groups_of_their_own(tmp_pat
     try:
         with pytest.raises(RuntimeError):
             with children.started(command, stdout=subprocess.DEVNULL) as process:
-                _wait_for(lambda: len(jobs()) >= 2, 10)
+                _wait_for(lambda: len(jobs()) >= 2, JOBS_START)
                 assert len(jobs()) >= 2 and all(os.getpgid(j) != process.pid for j in jobs())
                 raise RuntimeError("the build is stopped")
         assert not jobs(), "ninja's jobs outlived the stopped build"
@@ -142,7 +145,7 @@ def test_a_signal_to_cortexm_stops_its_builds_before_it_exits(tmp_path, sig):
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert parent.stdout.readline() == "started\n"
-        _wait_for(lambda: len(jobs()) >= 2, 10)
+        _wait_for(lambda: len(jobs()) >= 2, JOBS_START)
         assert len(jobs()) >= 2
         parent.send_signal(sig)
         parent.wait(timeout=10)
