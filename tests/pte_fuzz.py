@@ -1,7 +1,7 @@
 """Mutated programs, judged by `cortexm verify` and by ExecuTorch's own loader (the runner's
 --load-only mode): the two must agree that a program verify accepts loads.
 
-Used by tests/test_verify_loader.py (a bounded, seeded run; `rewrite` makes its edge programs,
+Used by tests/checking/test_verify_loader.py (a bounded, seeded run; `rewrite` makes its edge programs,
 and test_verify.py's) and, for a larger measurement, as a script:
 
     python tests/pte_fuzz.py --count 1200 [--seed 7] [--json out.json]

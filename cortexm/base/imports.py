@@ -2,7 +2,7 @@
 inside functions too (a lazy import is still a dependency).
 
 The export cache keys on the code an export runs (cortexm.testing.cache), and
-tests/test_layout.py keeps the graph free of cycles; both read it from here.
+tests/project/test_layout.py keeps the graph free of cycles; both read it from here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every file cortexm writes, moves or removes goes through here (tests/test_layout.py fails on
+"""Every file cortexm writes, moves or removes goes through here (tests/project/test_layout.py fails on
 any other module that opens a file for writing).
 
     writes.atomic(path, data)              # whole or not at all; a link at `path` is replaced

@@ -11,7 +11,7 @@ return an error status instead of computing (ARM_CMSIS_NN_ARG_ERROR -1, ARM_CMSI
 dims and parameters as the kernel maps them, and returns the functions entered and the first
 refusal. Each condition on the path is a `Check` naming the CMSIS-NN file and function it is from
 and quoting it as the source writes it (CMSIS-NN dbf45dbf, ExecuTorch's pin at cff6f4dd), with C's
-arithmetic: `%` and `/` truncate, dims the function keeps in uint16_t wrap. tests/test_arguments.py
+arithmetic: `%` and `/` truncate, dims the function keeps in uint16_t wrap. tests/checking/test_arguments.py
 finds every quote in the CMSIS-NN tree and runs that CMSIS-NN, built for the M55, M7 and M3, on
 QEMU over a grid of calls: the statuses and paths are these.
 

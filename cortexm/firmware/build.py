@@ -200,7 +200,7 @@ def build_runner(
         _unchanged(inputs, et, nn, core)
         seconds = time.monotonic() - started
         # What was built from what, and nothing of when or where the cache is: two builds of the
-        # same inputs write the same bytes (tests/test_reproducible.py).
+        # same inputs write the same bytes (tests/firmware/test_reproducible.py).
         _publish(work, out, {"key": key, "inputs": inputs, "trees": [str(et), str(nn)],
                              "work": str(work.relative_to(builds_dir()))})
     say(f"built {out / ELF_NAME} in {seconds:.0f} s")

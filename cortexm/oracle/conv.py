@@ -23,7 +23,7 @@ requantized per output channel (epilogue.py). Where a tap falls outside the inpu
   (CMSIS-NN #230, fixed by 4a8f5b5d), when kernel + output_padding - padding >
   max(kernel, stride) in h or w (those last outputs are never written), and with batch > 1
   when padding_h > kernel_h - stride_h + output_padding_h (rows written past the batch).
-  The reference is the semantics, not the defects (tests/test_oracle.py names them).
+  The reference is the semantics, not the defects (tests/oracle/test_oracle.py names them).
   Dilation must be 1 (CMSIS-NN ignores it; the lowering rejects it).
 
 Refused: activation bounds outside int16 (arm_convolve_s8 narrows them for pairs of

@@ -1,5 +1,5 @@
 /*
- * CMSIS-NN's own answer to a grid of calls, on the core it was built for (tests/test_arguments.py).
+ * CMSIS-NN's own answer to a grid of calls, on the core it was built for (tests/checking/test_arguments.py).
  *
  * Each line of grid.txt (in the semihosting folder) is one call as a cortex_m kernel makes it
  * (ExecuTorch backends/cortex_m/ops/op_quantized_*.cpp: the same dims and parameter structs),
@@ -8,7 +8,7 @@
  *   R <line> <status> <functions entered, in order, joined by '>'> <scratch bytes> <output scratch bytes>
  *
  * The functions are recorded by -Wl,--wrap around every CMSIS-NN function the wrappers dispatch
- * to (WRAPPED in tests/test_arguments.py, built with kernels/cmsis_call), so the path is the one
+ * to (WRAPPED in tests/checking/test_arguments.py, built with kernels/cmsis_call), so the path is the one
  * the linked CMSIS-NN took, and the status the one it returned. A scratch size of -1 asks for what the core's CMSIS-NN sizes (what
  * the runner's runtime check demands); 0 passes no buffer (ctx.buf NULL, as the kernels do for an
  * empty scratch tensor).

@@ -1,6 +1,6 @@
 /* A runner that is not one: it asks the simulator's semihosting to write a host file at
    TARGET (given at compile time), outside its run folder, and says whether it could. What a
-   planted ELF in a cache does (tests/test_trust.py); nothing else of a runner is here. */
+   planted ELF in a cache does (tests/base/test_trust.py); nothing else of a runner is here. */
 
 static int semihost(int op, const void *block)
 {

@@ -1,5 +1,5 @@
 # What a checkout's flake produces with nixpkgs-stand-in.nix as its nixpkgs, as plain data
-# for tests/test_nix.py: the outputs per system, and what each system's derivations are made
+# for tests/project/test_nix.py: the outputs per system, and what each system's derivations are made
 # of (which forces every one of them).
 {
   root,

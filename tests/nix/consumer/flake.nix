@@ -1,6 +1,6 @@
 # An example of another flake taking cortexm's toolchain, runners and command line through its
 # overlay, over that flake's nixpkgs (here it follows cortexm's, so the packages are the very
-# ones cortexm's flake builds). tests/test_nix.py evaluates it with a checkout as cortexm
+# ones cortexm's flake builds). tests/project/test_nix.py evaluates it with a checkout as cortexm
 # (`--override-input cortexm path:...`); a flake of yours names cortexm's repository instead.
 {
   inputs = {

@@ -149,7 +149,7 @@ def test_every_import_of_cortexm_names_what_exists():
     import importlib
 
     missing = []
-    for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "tests").glob("*.py")]):
+    for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "tests").rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("cortexm"):
                 module = importlib.import_module(node.module)

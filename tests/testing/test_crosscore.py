@@ -12,7 +12,7 @@ from cortexm.cases import space as op_spaces
 from cortexm.pte import tensors
 from cortexm.testing import app, casefiles, crosscore
 
-PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "off_by_one_convolve.c"
+PERTURBATION = Path(__file__).resolve().parents[1] / "firmware_perturbation" / "off_by_one_convolve.c"
 
 
 def test_off_by_one_kernel_is_caught_by_the_reference_and_across_cores(runners):

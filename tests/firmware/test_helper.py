@@ -58,7 +58,7 @@ def test_a_cmsis_nn_whose_module_does_not_build_stops_the_lowering(tmp_path):
     assert "Traceback" not in done.stderr and not (tmp_path / "add.pte").exists()
 
 
-SELECT = Path(__file__).resolve().parents[1] / "kernels" / "cmsis_nn_helper" / "select_sources.py"
+SELECT = Path(__file__).resolve().parents[2] / "kernels" / "cmsis_nn_helper" / "select_sources.py"
 
 
 def test_the_module_is_built_from_the_sources_its_bindings_reach(tmp_path):
@@ -172,7 +172,7 @@ def test_the_module_s_project_is_no_runner_input(tmp_path, monkeypatch):
     key as it was (the Nix kernels package leaves it out of its source too)."""
     from cortexm.firmware import build, paths
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     shutil.copytree(root / "kernels", tmp_path / "kernels")
     shutil.copytree(root / "fvp" / "boards", tmp_path / "fvp" / "boards")
     monkeypatch.setenv(paths.FIRMWARE_SRC_ENV, str(tmp_path))

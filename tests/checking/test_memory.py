@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import MISSING  # noqa: F401  (the runners fixture skips without the firmware path)
 from cortexm.testing import app
 
-PERTURBATION = Path(__file__).parent / "firmware_perturbation" / "one_byte_past_output_add.c"
+PERTURBATION = Path(__file__).resolve().parents[1] / "firmware_perturbation" / "one_byte_past_output_add.c"
 
 
 def _run(pattern: str, simulators: dict, cores) -> list:

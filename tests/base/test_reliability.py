@@ -12,9 +12,8 @@ import os
 import numpy as np
 import pytest
 
-from conftest import MISSING, backend_only_tree, run_cli
+from conftest import MISSING, assert_one_line_error, backend_only_tree, run_cli
 from cortexm.base.errors import CortexmError
-from test_cli_errors import _assert_one_line_error
 
 needs_firmware = pytest.mark.skipif(MISSING is not None, reason=f"firmware tests need: {MISSING}")
 
@@ -34,7 +33,7 @@ def test_factory_mistakes_are_one_line_errors(tmp_path, body, fragment):
                      "class Dict(torch.nn.Module):\n    def forward(self, x):\n        return {'y': x}\n\n"
                      f"def make():\n    {body}\n")
     out = tmp_path / "out" / "m.pte"
-    _assert_one_line_error(run_cli("export", f"{model}:make", "-t", "cortex-m7", "-o", str(out)), fragment)
+    assert_one_line_error(run_cli("export", f"{model}:make", "-t", "cortex-m7", "-o", str(out)), fragment)
     assert not out.parent.exists()
 
 
@@ -42,10 +41,10 @@ def test_factory_mistakes_are_one_line_errors(tmp_path, body, fragment):
 
 def test_export_output_path_problems(tmp_path):
     (tmp_path / "afile").write_text("mine\n")
-    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(tmp_path / "afile" / "x.pte")),
+    assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(tmp_path / "afile" / "x.pte")),
                            "is not a folder")
     long_name = "n" * 300 + ".pte"
-    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(tmp_path / long_name)),
+    assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(tmp_path / long_name)),
                            "longer than 255 bytes")
     assert (tmp_path / "afile").read_text() == "mine\n"
 
@@ -54,7 +53,7 @@ def test_export_output_path_problems(tmp_path):
 def test_export_into_read_only_folder(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir(mode=0o555)
-    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(folder / "x.pte")), "is not writable")
+    assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(folder / "x.pte")), "is not writable")
 
 
 # --- the pin file ---------------------------------------------------------------------------
@@ -78,7 +77,7 @@ def test_pin_file_schema_names_the_key(tmp_path, edit, fragment):
     import sys
 
     result = subprocess.run([sys.executable, "-m", "cortexm", "pins"], capture_output=True, text=True, env=env, timeout=300)
-    _assert_one_line_error(result, fragment)
+    assert_one_line_error(result, fragment)
 
 
 def test_a_wheel_that_is_not_the_pinned_one_fails_pins(tmp_path):
@@ -112,9 +111,9 @@ def test_revisions_that_differ_late_are_shown_whole():
 def test_run_refuses_special_files_before_building(tmp_path):
     fifo = tmp_path / "fifo.pte"
     os.mkfifo(fifo)
-    _assert_one_line_error(run_cli("run", str(fifo), "-t", "cortex-m7"), "is a FIFO")
-    _assert_one_line_error(run_cli("run", str(tmp_path), "-t", "cortex-m7"), "is a directory")
-    _assert_one_line_error(run_cli("run", "/dev/zero", "-t", "cortex-m7"), "is a device")
+    assert_one_line_error(run_cli("run", str(fifo), "-t", "cortex-m7"), "is a FIFO")
+    assert_one_line_error(run_cli("run", str(tmp_path), "-t", "cortex-m7"), "is a directory")
+    assert_one_line_error(run_cli("run", "/dev/zero", "-t", "cortex-m7"), "is a device")
 
 
 # --- damaged caches -------------------------------------------------------------------------
@@ -220,7 +219,7 @@ def test_run_reads_npy_and_c_headers_like_raw_inputs(runners, exported, tmp_path
     assert len({json.dumps(o) for o in outputs.values()}) == 1, outputs
 
     (tmp_path / "bad.h").write_text("float a[2] = {1.0f, 2.0f};\n")
-    _assert_one_line_error(run_cli("run", str(pte), "-t", "cortex-m7", "-i", str(tmp_path / "bad.h")), "2 values")
+    assert_one_line_error(run_cli("run", str(pte), "-t", "cortex-m7", "-i", str(tmp_path / "bad.h")), "2 values")
 
 
 @needs_firmware
@@ -229,7 +228,7 @@ def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path)
     keep = tmp_path / "keep"
     keep.mkdir()
     (keep / "program.pte").write_text("my notes\n")
-    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)),
+    assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)),
                            "program.pte, which cortexm did not write")
     assert (keep / "program.pte").read_text() == "my notes\n"
 
@@ -242,9 +241,9 @@ def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path)
     # Its own files it replaces; a file it wrote that the user changed, or a --save target, it does not.
     again = run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep))
     assert again.returncode == 0, again.stderr
-    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--save", str(saved)), "exists")
+    assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--save", str(saved)), "exists")
     (keep / "out-0.bin").write_bytes(b"edited")
-    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "out-0.bin")
+    assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "out-0.bin")
     assert (keep / "out-0.bin").read_bytes() == b"edited"
     # --force writes over what a run writes, and never adopts the user's files: the next run
     # without it still refuses them.
@@ -253,7 +252,7 @@ def test_run_keep_and_save_never_replace_user_files(runners, exported, tmp_path)
     assert forced.returncode == 0, forced.stderr
     listed = json.loads((keep / ".cortexm-run.json").read_text())["written"]
     assert "mine.txt" not in listed and "out-0.bin" in listed
-    _assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "mine.txt, which cortexm did not write")
+    assert_one_line_error(run_cli("run", pte, "-t", "cortex-m7", "--keep", str(keep)), "mine.txt, which cortexm did not write")
     assert (keep / "mine.txt").read_text() == "the user's\n"
 
 
@@ -266,7 +265,7 @@ def test_run_audits_before_building(exported, tmp_path):
     assert verify.returncode == 1, verify.stdout  # scratch sized for DSP; the MVE kernel needs more
     first_problem = next(l for l in verify.stdout.splitlines() if l.startswith("FAIL"))
     result = run_cli("run", pte, "-t", "cortex-m55", "--executorch-src", str(backend_only))
-    _assert_one_line_error(result, first_problem, "--no-audit")
+    assert_one_line_error(result, first_problem, "--no-audit")
 
 
 # --- issue 21: nothing outside what cortexm wrote is touched --------------------------------
@@ -295,7 +294,7 @@ def test_a_sidecar_never_names_a_file_outside_its_bundle(tmp_path):
         result = run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out / "X.pte"))
         assert notes.read_text() == "the user's\n" and absolute.read_text() == "the user's\n", name
         if result.returncode != 0:  # the forged sidecar is not cortexm's: refused, and left as it was
-            _assert_one_line_error(result, "X.json exists and was not written by cortexm")
+            assert_one_line_error(result, "X.json exists and was not written by cortexm")
             assert json.loads((out / "X.json").read_text()) == sidecar
 
 
@@ -307,21 +306,21 @@ def test_reports_replace_only_reports(tmp_path):
     link = tmp_path / "link.json"
     link.symlink_to(mine)
     common = ["test", "-t", "cortex-m7", "-k", "relu", "--grid", "none", "--sim", "none"]
-    _assert_one_line_error(run_cli(*common, "--junit", str(mine)), "not a JUnit report cortexm wrote")
-    _assert_one_line_error(run_cli(*common, "--json", str(link)), "not a regular file")
+    assert_one_line_error(run_cli(*common, "--junit", str(mine)), "not a JUnit report cortexm wrote")
+    assert_one_line_error(run_cli(*common, "--json", str(link)), "not a regular file")
     assert mine.read_text() == "the user's\n" and link.is_symlink()
     report = tmp_path / "no" / "such" / "folder" / "r.json"
     for _ in range(2):  # the second run replaces the first's report
         done = run_cli(*common, "--json", str(report), "--junit", str(report.with_suffix(".xml")))
         assert done.returncode in (0, 1), done.stderr  # 1: a golden may differ with the tree's lowering
         assert json.loads(report.read_text())["results"]
-    _assert_one_line_error(run_cli("report", "merge", str(report), "--json", str(mine)), "not a test report cortexm wrote")
+    assert_one_line_error(run_cli("report", "merge", str(report), "--json", str(mine)), "not a test report cortexm wrote")
     assert mine.read_text() == "the user's\n"
     # cortexm's own file of another kind, which names cortexm too: an export's sidecar.
     sidecar = tmp_path / "model.json"
     sidecar.write_text(json.dumps({"cortexm": {"format": 3, "version": "0.1.0"}, "name": "model", "inputs": []}))
     before = sidecar.read_text()
-    _assert_one_line_error(run_cli(*common, "--json", str(sidecar)), "not a test report cortexm wrote")
+    assert_one_line_error(run_cli(*common, "--json", str(sidecar)), "not a test report cortexm wrote")
     assert sidecar.read_text() == before
 
 
@@ -332,7 +331,7 @@ def test_case_names_that_are_paths_are_refused(tmp_path):
                      "@register('../../escaped', 'a name that is a path')\n"
                      "def _():\n    return torch.nn.ReLU(), (torch.rand(1, 8),)\n")
     result = run_cli("test", "--cases", str(cases), "-t", "cortex-m7", "--sim", "none")
-    _assert_one_line_error(result, "case name '../../escaped' cannot name a file")
+    assert_one_line_error(result, "case name '../../escaped' cannot name a file")
     assert not list(tmp_path.rglob("escaped*"))
 
 
@@ -430,12 +429,12 @@ def test_a_case_file_that_exits_or_loops_at_import_is_an_error(tmp_path):
     exits, loops = tmp_path / "exits.py", tmp_path / "loops.py"
     exits.write_text("import sys\nsys.exit(0)\n")
     loops.write_text("while True:\n    pass\n")
-    _assert_one_line_error(run_cli("test", "--cases", str(exits), "-t", "cortex-m7", "--sim", "none"), "sys.exit(0)")
+    assert_one_line_error(run_cli("test", "--cases", str(exits), "-t", "cortex-m7", "--sim", "none"), "sys.exit(0)")
     looped = subprocess.run([sys.executable, "-m", "cortexm", "test", "--cases", str(loops), "-t", "cortex-m7",
                              "--sim", "none", "--timeout", "5"], capture_output=True, text=True, timeout=120)
-    _assert_one_line_error(looped, "loops.py: importing it took longer than 5 s")
+    assert_one_line_error(looped, "loops.py: importing it took longer than 5 s")
     for value in ("nan", "inf", "1e300"):
-        _assert_one_line_error(run_cli("test", "--cases", str(exits), "--timeout", value), "--timeout")
+        assert_one_line_error(run_cli("test", "--cases", str(exits), "--timeout", value), "--timeout")
 
 
 def test_merge_refuses_a_missing_shard_and_shards_of_other_runs(tmp_path):
@@ -449,8 +448,8 @@ def test_merge_refuses_a_missing_shard_and_shards_of_other_runs(tmp_path):
     first, second = shard("relu", 1), shard("relu", 2)
     merged = run_cli("report", "merge", first, second)
     assert merged.returncode in (0, 1) and "merged 2 reports" in merged.stdout, merged.stderr
-    _assert_one_line_error(run_cli("report", "merge", first), "shard 2/2 is missing")
-    _assert_one_line_error(run_cli("report", "merge", first, shard("conv", 2)), "its run")
+    assert_one_line_error(run_cli("report", "merge", first), "shard 2/2 is missing")
+    assert_one_line_error(run_cli("report", "merge", first, shard("conv", 2)), "its run")
 
 
 # --- issue 21: parsers take linear time ---------------------------------------------------------
@@ -509,11 +508,11 @@ def test_update_goldens_writes_nothing_through_a_link_out_of_the_goldens_folder(
     (goldens / "cortex-m7").mkdir(parents=True)
     (goldens / "cortex-m7" / "relu.txt").symlink_to(victim)
     args = ["dialect", "relu", "-t", "cortex-m7", "--goldens", str(goldens), "--update-goldens"]
-    _assert_one_line_error(run_cli(*args), "is not a regular file (a link is never followed)")
+    assert_one_line_error(run_cli(*args), "is not a regular file (a link is never followed)")
     (goldens / "cortex-m7" / "relu.txt").unlink()
     (goldens / "cortex-m7").rmdir()
     (goldens / "cortex-m7").symlink_to(tmp_path)  # the core's folder a link out: relu.txt would land beside notes
-    _assert_one_line_error(run_cli(*args), "leads out of the goldens folder")
+    assert_one_line_error(run_cli(*args), "leads out of the goldens folder")
     assert victim.read_text() == "the user's\n" and not (tmp_path / "relu.txt").exists()
 
 
@@ -557,15 +556,15 @@ def test_a_full_export_cache_is_one_line_before_the_exports(small_disk, tmp_path
     env = {**os.environ, "CORTEXM_EXPORT_CACHE": str(cache)}
     result = subprocess.run([sys.executable, "-m", "cortexm", "test", "-t", "cortex-m7", "-k", "relu", "--grid", "none",
                              "--sim", "none"], capture_output=True, text=True, env=env, timeout=600)
-    _assert_one_line_error(result, str(cache))
+    assert_one_line_error(result, str(cache))
     # The report path too, before the run; then an export onto a disk that fills up midway
     # leaves nothing that a second try, with room, refuses.
-    _assert_one_line_error(run_cli("test", "-t", "cortex-m7", "-k", "relu", "--sim", "none", "--json",
+    assert_one_line_error(run_cli("test", "-t", "cortex-m7", "-k", "relu", "--sim", "none", "--json",
                                    str(small_disk.path / "r.json")), str(small_disk.path))
     (small_disk.path / ".filler").unlink()
     small_disk.fill(free=8 << 10)
     out = small_disk.path / "out" / "X.pte"
-    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out)), str(out.parent))
+    assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out)), str(out.parent))
     (small_disk.path / ".filler").unlink()
     again = run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out))
     assert again.returncode == 0, again.stderr
@@ -580,7 +579,7 @@ def test_a_read_only_export_cache_is_one_line(small_disk):
     result = subprocess.run([sys.executable, "-m", "cortexm", "test", "-t", "cortex-m7", "-k", "relu", "--grid", "none",
                              "--sim", "none"], capture_output=True, text=True, timeout=600,
                             env={**os.environ, "CORTEXM_EXPORT_CACHE": str(cache)})
-    _assert_one_line_error(result, str(cache))
+    assert_one_line_error(result, str(cache))
 
 
 # --- issue 21: sweeps hold what they run, and keep it on Ctrl-C ---------------------------------
@@ -620,7 +619,7 @@ def test_an_interrupted_sweep_of_any_length_keeps_its_finished_samples(runners, 
     data = json.loads(report.read_text())
     assert data["meta"]["interrupted"] and data["results"], data["meta"]
     assert {r["case"] for r in data["results"]} <= {f"sweep_add_0_{i}" for i in range(1000)}
-    _assert_one_line_error(run_cli("report", "merge", str(report)), "interrupted")
+    assert_one_line_error(run_cli("report", "merge", str(report)), "interrupted")
 
 
 def test_the_writer_never_writes_through_a_link(tmp_path):

@@ -1,7 +1,7 @@
 """Runner builds are bit-reproducible: an M7 runner built twice, into two empty build caches
 (two paths), gives the same ELF, map and build.json, byte for byte, and every static library
 the build made holds its members without timestamps or owners (ar's D), whatever the
-toolchain's ar does by default. (The Arduino library likewise: tests/test_arduino.py,
+toolchain's ar does by default. (The Arduino library likewise: tests/firmware/test_arduino.py,
 test_generated_twice_is_byte_identical.)"""
 
 from __future__ import annotations

@@ -4,17 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_cli
-
-
-def _assert_one_line_error(result, *fragments: str) -> None:
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    # Progress lines (indented) may come first: what was under way when the error came.
-    lines = [l for l in result.stderr.splitlines() if l.strip() and not l.startswith(("library:", "  "))]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+from conftest import assert_one_line_error, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -40,62 +30,62 @@ def damaged(tmp_path_factory, exported):
     ("flipped.pte", "not an ExecuTorch program"),
 ])
 def test_bad_pte(damaged, command, name, fragment):
-    _assert_one_line_error(run_cli(*command, str(damaged / name)), name, fragment)
+    assert_one_line_error(run_cli(*command, str(damaged / name)), name, fragment)
 
 
 def test_unknown_target(exported):
-    _assert_one_line_error(run_cli("verify", str(exported("conv2d", "cortex-m7")), "--target", "cortex-m99"),
+    assert_one_line_error(run_cli("verify", str(exported("conv2d", "cortex-m7")), "--target", "cortex-m99"),
                            "unknown target 'cortex-m99'")
-    _assert_one_line_error(run_cli("export", "conv2d", "--target", "arm7"), "unknown target 'arm7'")
+    assert_one_line_error(run_cli("export", "conv2d", "--target", "arm7"), "unknown target 'arm7'")
 
 
 def test_unknown_case_and_missing_arguments(tmp_path):
-    _assert_one_line_error(run_cli("export", "no_such_case", "--target", "cortex-m7"), "no built-in case 'no_such_case'")
-    _assert_one_line_error(run_cli("export", "conv2d"), "missing --target")
-    _assert_one_line_error(run_cli("verify"), "PTES")
-    _assert_one_line_error(run_cli("frobnicate"), "No such command")
+    assert_one_line_error(run_cli("export", "no_such_case", "--target", "cortex-m7"), "no built-in case 'no_such_case'")
+    assert_one_line_error(run_cli("export", "conv2d"), "missing --target")
+    assert_one_line_error(run_cli("verify"), "PTES")
+    assert_one_line_error(run_cli("frobnicate"), "No such command")
 
 
 def test_an_option_without_the_one_it_qualifies():
-    _assert_one_line_error(run_cli("test", "--value-counters", "-k", "conv2d"), "--value-counters applies to --coverage")
-    _assert_one_line_error(run_cli("test", "--scope", "spatial=2", "-k", "conv2d"), "--scope applies to --grid exhaustive")
+    assert_one_line_error(run_cli("test", "--value-counters", "-k", "conv2d"), "--value-counters applies to --coverage")
+    assert_one_line_error(run_cli("test", "--scope", "spatial=2", "-k", "conv2d"), "--scope applies to --grid exhaustive")
 
 
 def test_model_file_that_raises(tmp_path):
     model = tmp_path / "bad_model.py"
     model.write_text("import torch\n\ndef make():\n    raise ValueError('weights file not found')\n")
-    _assert_one_line_error(run_cli("export", f"{model}:make", "--target", "cortex-m7", "-o", str(tmp_path / "x.pte")),
+    assert_one_line_error(run_cli("export", f"{model}:make", "--target", "cortex-m7", "-o", str(tmp_path / "x.pte")),
                            "make() raised ValueError: weights file not found", "(line 4)")
     broken = tmp_path / "syntax.py"
     broken.write_text("def make(:\n")
-    _assert_one_line_error(run_cli("export", f"{broken}:make", "--target", "cortex-m7"), "SyntaxError")
-    _assert_one_line_error(run_cli("export", f"{model}:nothing", "--target", "cortex-m7"), "no function 'nothing'")
-    _assert_one_line_error(run_cli("export", f"{tmp_path / 'absent.py'}:make", "--target", "cortex-m7"), "no such model file")
+    assert_one_line_error(run_cli("export", f"{broken}:make", "--target", "cortex-m7"), "SyntaxError")
+    assert_one_line_error(run_cli("export", f"{model}:nothing", "--target", "cortex-m7"), "no function 'nothing'")
+    assert_one_line_error(run_cli("export", f"{tmp_path / 'absent.py'}:make", "--target", "cortex-m7"), "no such model file")
 
 
 def test_case_file_that_is_not_python(tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("x = 1\n")
-    _assert_one_line_error(run_cli("test", "--cases", str(cases)), "cases.txt: not a Python file")
-    _assert_one_line_error(run_cli("test", "--cases", str(tmp_path / "absent.py")), "no such case file")
+    assert_one_line_error(run_cli("test", "--cases", str(cases)), "cases.txt: not a Python file")
+    assert_one_line_error(run_cli("test", "--cases", str(tmp_path / "absent.py")), "no such case file")
 
 
 def test_export_never_overwrites_foreign_files(tmp_path):
     precious = tmp_path / "model.json"
     precious.write_text('{"my": "settings"}')
-    _assert_one_line_error(run_cli("export", "relu", "--target", "cortex-m7", "-o", str(tmp_path / "model.pte")),
+    assert_one_line_error(run_cli("export", "relu", "--target", "cortex-m7", "-o", str(tmp_path / "model.pte")),
                            "was not written by cortexm")
     assert precious.read_text() == '{"my": "settings"}'
     source = tmp_path / "model.py"
     source.write_text("print('mine')\n")
-    _assert_one_line_error(run_cli("export", "relu", "--target", "cortex-m7", "-o", str(source)), "must be a .pte")
+    assert_one_line_error(run_cli("export", "relu", "--target", "cortex-m7", "-o", str(source)), "must be a .pte")
     assert source.read_text() == "print('mine')\n"
 
 
 def test_bad_library(exported, tmp_path):
     pte = str(exported("conv2d", "cortex-m7"))
-    _assert_one_line_error(run_cli("verify", pte, "--library", str(tmp_path / "nowhere")), "no such library")
-    _assert_one_line_error(run_cli("verify", pte, "--library", str(tmp_path)), "neither an ExecuTorch tree")
+    assert_one_line_error(run_cli("verify", pte, "--library", str(tmp_path / "nowhere")), "no such library")
+    assert_one_line_error(run_cli("verify", pte, "--library", str(tmp_path)), "neither an ExecuTorch tree")
 
 
 def test_dialect_golden_mismatch_shows_a_diff(tmp_path):

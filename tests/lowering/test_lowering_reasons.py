@@ -19,7 +19,7 @@ from cortexm.checking import lowering
 from cortexm.pte import load
 from cortexm.pte.sidecar import read_sidecar
 
-MODELS = Path(__file__).resolve().with_name("lowering_models.py")
+MODELS = Path(__file__).resolve().parents[1] / "lowering_models.py"
 
 
 def _survey(exported, factory: str, core: str = "cortex-m7"):
@@ -57,7 +57,7 @@ def test_a_convolution_left_on_int8_fails_with_its_module_and_the_fusion_a_pass_
 
 def test_export_fails_a_convolution_left_on_int8_in_one_line(exported, capsys):
     """What `cortexm export` prints and fails with (the command's exit follows the line it is given:
-    tests/test_deployment.py runs it)."""
+    tests/checking/test_deployment.py runs it)."""
     from types import SimpleNamespace
 
     from cortexm.base import targets

@@ -27,7 +27,7 @@ from cortexm.arduino.provenance import JSON
 from cortexm.arduino.upstream import CORTEX_M_YAML, FOLDER, Upstream
 from cortexm.base.errors import CortexmError
 
-STAND_IN = Path(__file__).resolve().parent / "arduino_core_stand_in"
+STAND_IN = Path(__file__).resolve().parents[1] / "arduino_core_stand_in"
 KWS_LABELS = ("silence", "unknown", "yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # oracle_harness
 
 from cortexm.oracle import KERNELS, UNSUPPORTED_REASON, Tensor, fixedpoint, upstream
 from cortexm.oracle.tensor import CHANNELS_LAST, contiguous

@@ -12,7 +12,7 @@ import pytest
 from cortexm.report import writers as reports
 from cortexm.testing import app, perf
 
-SLOW_DISPATCH = Path(__file__).parent / "firmware_perturbation" / "slow_pointwise_dispatch.c"
+SLOW_DISPATCH = Path(__file__).resolve().parents[1] / "firmware_perturbation" / "slow_pointwise_dispatch.c"
 
 
 def _result(case="c", core="cortex-m7", instructions=1000, calls=None, status="PASS"):

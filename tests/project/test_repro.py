@@ -15,7 +15,7 @@ from conftest import in_checkout
 from cortexm import sources
 from cortexm.cases import defects
 
-REPRO = Path(__file__).resolve().parent.parent / "bench" / "repro" / "transpose_conv_row_overrun.c"
+REPRO = Path(__file__).resolve().parents[2] / "bench" / "repro" / "transpose_conv_row_overrun.c"
 
 
 def test_row_overrun_reproducer(tmp_path):

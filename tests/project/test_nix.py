@@ -48,7 +48,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STAND_IN = REPO / "tests" / "nix"
 # The systems the flake exports. aarch64-linux is not one while its pinned torch wheel links CUDA
 # (test_a_system_is_exported_only_when_its_wheels_link says when to add it back).
@@ -507,8 +507,8 @@ def test_the_pytest_check_collects_and_skips_in_its_own_tree(tmp_path, nix_lib):
     tests = sorted(line for line in collected.stdout.splitlines() if "::" in line)
     everything = pytest_in(REPO, "--co")
     assert tests == sorted(line for line in everything.stdout.splitlines() if "::" in line)
-    done = pytest_in(checkout, f"--basetemp={tmp_path / 'run'}", "tests/test_nix.py", "tests/test_ci.py",
-                     "tests/test_bench_mutants.py")
+    done = pytest_in(checkout, f"--basetemp={tmp_path / 'run'}", "tests/project/test_nix.py", "tests/project/test_ci.py",
+                     "tests/project/test_bench_mutants.py")
     assert done.returncode == 0, done.stdout[-5000:]
 
 
