@@ -1,7 +1,7 @@
 """Benchmark of the test app: cold and warm wall time per core and per stage, per program next
 to upstream's own flow, and how close the conv/linear cases come to the core's MAC throughput.
 
-    python bench/suite.py [--target cortex-m7 --target cortex-m55] [-k PATTERN] [--no-upstream]
+    python bench/suite.py [--target cortex-m7 --target cortex-m55] [-k PATTERN] [--no-upstream] [--together]
 
 Each run is a fresh process, as a user's is. Cold: empty export, build and run caches
 (temporary folders), so every case is lowered, the runner is built (first, beside CMSIS-NN's
@@ -13,6 +13,9 @@ is what is shown. Upstream: ExecuTorch's own implementation tests (`-k test_impl
 installed executorch's suite), which lower every program afresh, on the core's runner built in
 a build cache of its own (cold, as cortexm's first run is), right after; its lowering time is the
 session's wall minus simulation and runner builds.
+--together: one cortexm run for all the cores, as the README's main job runs (a case is quantized
+and taken through to_edge once for all of them), against upstream's flow once per core (it runs
+one core per session), summed.
 Instructions per MAC divide a case's whole
 execute() count (quantize and dequantize included) by the multiply-accumulates
 of its conv/linear calls; the physical limit is 2 int8 MACs per SMLAD on the M7
@@ -34,9 +37,10 @@ from cortexm.checking.macs import MAC_LIMIT as LIMIT  # instructions per int8 MA
 STAGES = ("build", "export", "dialect", "verify", "run")
 
 
-def run_once(core_name, pattern, jobs, exports, builds, runs, efficiency=False):
-    """One `cortexm test` run of one core (run it in a fresh process, see in_fresh_process):
-    wall, stage seconds, statuses, programs, and with `efficiency` the MAC efficiency rows."""
+def run_once(core_names, pattern, jobs, exports, builds, runs, efficiency=False):
+    """One `cortexm test` run of the cores `core_names` (run it in a fresh process, see
+    in_fresh_process): wall, stage seconds, statuses, programs, and with `efficiency` the MAC
+    efficiency rows."""
     os.environ["CORTEXM_EXPORT_CACHE"], os.environ["CORTEXM_BUILD_CACHE"] = exports, builds
     os.environ["CORTEXM_RUN_CACHE"] = runs  # a run remembered from an earlier benchmark is no run
     started = time.perf_counter()
@@ -44,12 +48,12 @@ def run_once(core_name, pattern, jobs, exports, builds, runs, efficiency=False):
     from cortexm.lowering import source
     from cortexm.testing import app, cache, simulate
 
-    core = core_named(core_name)
-    options = app.Options(cores=[core], pattern=pattern, goldens=app.default_goldens(), jobs=jobs)
+    cores = [core_named(name) for name in core_names]
+    options = app.Options(cores=cores, pattern=pattern, goldens=app.default_goldens(), jobs=jobs)
     built: dict[str, float] = {}
 
     def runners():
-        found = simulate.simulators([core], "qemu", None, None, progress=lambda _: None)
+        found = simulate.simulators(cores, "qemu", None, None, progress=lambda _: None)
         built["at"] = time.perf_counter() - started
         return found
 
@@ -60,9 +64,10 @@ def run_once(core_name, pattern, jobs, exports, builds, runs, efficiency=False):
     helper = time.perf_counter() - started
     results = app.run(options)
     total = time.perf_counter() - started
-    simulator = options.simulators[core.name]
-    if isinstance(simulator, str):
-        sys.exit(f"bench: no runner for {core.name}: {simulator}")
+    for core in cores:
+        simulator = options.simulators[core.name]
+        if isinstance(simulator, str):
+            sys.exit(f"bench: no runner for {core.name}: {simulator}")
     # The app spreads the export phase's wall time over the cases: the sum gives it back. "build":
     # when the runner was ready (the helper's build, then the runner's, beside the exports).
     stages = {"build": built.get("at", helper), "helper": helper}
@@ -70,10 +75,10 @@ def run_once(core_name, pattern, jobs, exports, builds, runs, efficiency=False):
         stages[stage] = sum(r.seconds.get(stage, 0.0) for r in results)
     rows = []
     for r in results if efficiency else ():
-        pte = cache.lookup(r.case, core.name, "legacy")
+        pte = cache.lookup(r.case, r.core, "legacy")
         n = macs(pte) if isinstance(pte, Path) and r.instructions else 0
         if n >= 1000:
-            rows.append((core.name, r.case, n, r.instructions, r.instructions / n))
+            rows.append((r.core, r.case, n, r.instructions, r.instructions / n))
     return total, stages, dict(Counter(r.status for r in results)), len(results), rows
 
 
@@ -132,6 +137,8 @@ def main() -> None:
                         help="which of upstream's tests to time (pytest -k; default: every implementation test)")
     parser.add_argument("--no-upstream", action="store_true", help="skip upstream's flow")
     parser.add_argument("--builds", help="a runner build cache to use (default: a fresh one, whose builds are timed)")
+    parser.add_argument("--together", action="store_true",
+                        help="one cortexm run for all the cores (as the README's main job), against upstream's per core")
     args = parser.parse_args()
 
     from cortexm.base.targets import core as core_named
@@ -139,7 +146,11 @@ def main() -> None:
     cores = [core_named(t) for t in (args.target or ["cortex-m7", "cortex-m55"])]
     print(f"{'core':11} {'run':5} {'wall s':>7} " + " ".join(f"{s:>8}" for s in STAGES))
     efficiency, per_program = [], []
-    for core in cores:
+    # Each entry: the cores of one cortexm run, and the name its rows go by.
+    runs_of = [([c.name for c in cores], "+".join(c.name.removeprefix("cortex-") for c in cores))] if args.together \
+        else [([c.name], c.name) for c in cores]
+    upstream_runs = []
+    for names, label_of_run in runs_of:
         with tempfile.TemporaryDirectory() as exports, tempfile.TemporaryDirectory() as again, \
                 tempfile.TemporaryDirectory() as fresh, tempfile.TemporaryDirectory() as upstream_builds, \
                 tempfile.TemporaryDirectory() as runs:
@@ -153,19 +164,23 @@ def main() -> None:
                 os.mkdir(store, 0o700)
             for label, cache in (("cold", exports), ("built", again), ("warm", again)):
                 total, stages, statuses, programs, found = in_fresh_process(
-                    run_once, core.name, args.pattern, args.jobs, cache, builds, stores[label], label == "warm")
-                print_row(core.name, label, total, stages)
+                    run_once, names, args.pattern, args.jobs, cache, builds, stores[label], label == "warm")
+                print_row(label_of_run, label, total, stages)
                 # A benchmark of a run that failed measures nothing: say what the run came to.
-                print(f"{core.name:11} {label}: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
-                per_program.append((core.name, f"cortexm {label}", programs, total, stages))
+                print(f"{label_of_run:11} {label}: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
+                per_program.append((label_of_run, f"cortexm {label}", programs, total, stages))
                 efficiency += found
-            if not args.no_upstream:
+            for name in names if not args.no_upstream else ():
                 lowered, simulated, stages, total, counts = in_fresh_process(
-                    upstream_once, core.name, args.upstream_k, exports, args.builds or upstream_builds,
+                    upstream_once, name, args.upstream_k, exports, args.builds or upstream_builds,
                     stores["upstream"])
-                print(f"{core.name:11} upstream: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
-                print_row(core.name, "upstr", total, stages)
-                per_program.append((core.name, f"upstream ({simulated} run)", lowered, total, stages))
+                print(f"{name:11} upstream: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
+                print_row(name, "upstr", total, stages)
+                per_program.append((name, f"upstream ({simulated} run)", lowered, total, stages))
+                upstream_runs.append((lowered, total, stages))
+    if args.together and len(upstream_runs) > 1:  # what checking every core costs in upstream's flow
+        per_program.append((runs_of[0][1], "upstream, every core", sum(r[0] for r in upstream_runs),
+                            sum(r[1] for r in upstream_runs), {"build": sum(r[2]["build"] for r in upstream_runs)}))
     print()
     # Per program: the whole wall, and the wall without runner builds (one per core either way).
     # cortexm's runner build overlaps its exports, so its "without" is the `built` run's; upstream's

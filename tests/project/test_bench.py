@@ -31,6 +31,19 @@ def test_the_suite_benchmark_runs_cortexm_and_upstreams_flow(runners):
 
 
 @pytest.mark.slow
+def test_the_suite_benchmark_runs_every_core_in_one_run(runners):
+    """`bench/suite.py --together`: one cortexm run for the M7 and the M55, as the README's main job."""
+    builds = runners["cortex-m7"].build_dir.parent
+    done = subprocess.run([sys.executable, str(BENCH / "suite.py"), "-t", "cortex-m7", "-t", "cortex-m55", "--together",
+                           "-k", "linear_no_bias", "-j", "1", "--no-upstream", "--builds", str(builds)],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-1500:]
+    for row in ("cortexm cold", "cortexm built", "cortexm warm"):
+        assert f"m7+m55      {row}                 2 " in done.stdout, done.stdout
+    assert "m7+m55      cold: 2 PASS" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
 def test_the_loop_benchmark_runs_its_steps(runners, tmp_path):
     """`bench/loop.py` cold, warm and a comment edit of the tree, on linear_no_bias."""
     from cortexm import sources
