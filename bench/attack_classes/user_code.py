@@ -44,7 +44,7 @@ def _inputs_of(row: dict) -> list | None:
 
     if not row.get("pte"):
         return None
-    return [list(e["shape"]) for e in Bundle.open(row["pte"]).sidecar.inputs]
+    return [list(e.shape) for e in Bundle.open(row["pte"]).sidecar.inputs]
 
 
 @attack("user code", "a factory that reads a data file, an environment variable and a module it finds itself")

@@ -31,7 +31,7 @@ def inspect(path: Path) -> dict[str, Any]:
             "name": sidecar.name,
             "target": sidecar.target,
             "backend": sidecar.backend,
-            "executorch": sidecar.executorch,
+            "executorch": sidecar.executorch.json(),
         }
     for plan in program.plans:
         calls = []

@@ -96,7 +96,7 @@ def _known_defect(result, core, failure: str):
     """The known defect of a built-in case that explains its lowering failure here, or None."""
     from cortexm import cases
 
-    name = (result.sidecar.source or {}).get("case")
+    name = result.sidecar.source.case if result.sidecar.source else None
     case = cases.get(name) if name else None
     return next((d for d in case.defects_here(core.name) if d.explains("lowering", failure)), None) if case else None
 

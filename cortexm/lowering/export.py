@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,10 +42,11 @@ from cortexm.lowering.modelsource import ModelBundle
 from cortexm.lowering.quantize import Quantized, quantize, quiet_loggers
 from cortexm.lowering.stage import stage
 from cortexm.pte.program import ExecutionPlan, TensorValue
-from cortexm.pte.sidecar import Sidecar
+from cortexm.pte.sidecar import Marker, Output, Quant, Sidecar, Source, Tensor, Versions
 from cortexm.sources import backend_source
 
 SIDECAR_FORMAT = 1
+T = TypeVar("T", bound=Tensor)  # an input or an output of the sidecar
 
 
 @dataclass
@@ -164,14 +165,12 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
     for k, (tensor, index) in enumerate(zip(bundle.example_inputs, plan.inputs, strict=False)):
         tv = _tensor(plan, index, f"{bundle.name}: the program's input {k}")
         input_bytes.append(references.laid_out(tensor, tv.dim_order))
-        inputs_meta.append(_io_entry(tv, f"{bundle.name}.input-{k}.bin", in_qparams.get(k)))
+        inputs_meta.append(_io_entry(Tensor, tv, f"{bundle.name}.input-{k}.bin", in_qparams.get(k)))
     outputs_meta, ref_bytes = [], []
     for k, (tensor, index) in enumerate(zip(reference, plan.outputs, strict=False)):
         tv = _tensor(plan, index, f"{bundle.name}: the program's output {k}")
         ref_bytes.append(references.laid_out(tensor, tv.dim_order))
-        entry = _io_entry(tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k))
-        entry["reference"] = entry.pop("file")
-        outputs_meta.append(entry)
+        outputs_meta.append(_io_entry(Output, tv, f"{bundle.name}.reference-{k}.bin", out_qparams.get(k)))
     semantic, model_outputs = references.semantic(bundle, core, lowered, plan, calls, reference, outputs_meta, made)
     with stage(bundle, core, "measuring accuracy against the float model"):
         # Over inputs drawn like the calibration data, the example inputs and the evaluation set,
@@ -181,13 +180,13 @@ def export(source: ModelBundle | Quantized, core: Core, layout: str = "legacy", 
     without_helium = references.without_helium(pte, bundle, core) if calls else None
 
     sidecar = Sidecar.made(
-        cortexm={"format": SIDECAR_FORMAT, "version": __version__},
+        cortexm=Marker.made(format=SIDECAR_FORMAT, version=__version__),
         name=bundle.name,
         target=core.name,
         backend=core.backend,
-        executorch={"version": et_version.__version__, "git_version": et_version.git_version},
+        executorch=Versions.made(version=et_version.__version__, git_version=et_version.git_version),
         torch=torch.__version__,
-        source=bundle.source,
+        source=Source.made(**bundle.source),
         layout=layout,
         qtol=bundle.qtol,
         data=bundle.data,
@@ -315,12 +314,12 @@ def place_solved(quantized: Quantized, edge=None) -> None:
         {"targets": 0, "met": 0, "inputs": [], "why": "no conv, depthwise conv or linear reads a program input from its quantize"}
 
 
-def _io_qparams(program) -> tuple[dict[int, dict], dict[int, dict]]:
+def _io_qparams(program) -> tuple[dict[int, Quant], dict[int, Quant]]:
     """Quantisation of each user input (its quantize op) and output (its dequantize op)."""
     signature = program.graph_signature
     user_inputs = list(signature.user_inputs)
-    ins: dict[int, dict] = {}
-    outs: dict[int, dict] = {}
+    ins: dict[int, Quant] = {}
+    outs: dict[int, Quant] = {}
     nodes = {n.name: n for n in program.graph.nodes}
     for k, name in enumerate(user_inputs):
         for user in nodes[name].users:
@@ -335,10 +334,10 @@ def _io_qparams(program) -> tuple[dict[int, dict], dict[int, dict]]:
     return ins, outs
 
 
-def _qparams(args) -> dict:
+def _qparams(args) -> Quant:
     _, scale, zero_point, qmin, qmax, dtype = args[:6]
-    return {"scale": float(scale), "zero_point": int(zero_point), "qmin": int(qmin), "qmax": int(qmax),
-            "dtype": str(dtype).removeprefix("torch.")}
+    return Quant.made(scale=float(scale), zero_point=int(zero_point), qmin=int(qmin), qmax=int(qmax),
+                      dtype=str(dtype).removeprefix("torch."))
 
 
 def _tensor(plan: ExecutionPlan, index: int, what: str) -> TensorValue:
@@ -349,5 +348,5 @@ def _tensor(plan: ExecutionPlan, index: int, what: str) -> TensorValue:
     return tv
 
 
-def _io_entry(tv, file: str, quant: dict | None) -> dict:
-    return {"file": file, "dtype": tv.dtype, "shape": list(tv.sizes), "dim_order": list(tv.dim_order), "quant": quant}
+def _io_entry(kind: type[T], tv: TensorValue, file: str, quant: Quant | None) -> T:
+    return kind.made(file=file, dtype=tv.dtype, shape=tuple(tv.sizes), dim_order=tuple(tv.dim_order), quant=quant)

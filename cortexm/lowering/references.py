@@ -12,6 +12,7 @@ from cortexm.base.errors import CortexmError
 from cortexm.base.targets import Core
 from cortexm.lowering.modelsource import ModelBundle
 from cortexm.lowering.stage import stage
+from cortexm.pte.sidecar import Output
 
 
 def reference(pte: bytes, bundle: ModelBundle, core: Core, lowered,
@@ -78,7 +79,7 @@ def upstream_reference(bundle: ModelBundle, core: Core, lowered) -> tuple[list, 
 
 
 def semantic(bundle: ModelBundle, core: Core, lowered, plan, calls: list, reference: list,
-              outputs_meta: list[dict], provenance: list[dict]):
+              outputs_meta: list[Output], provenance: list[dict]):
     """The program against the model it was lowered from (cortexm.semantic), its points mapped
     to the calls by `provenance` (the sidecar's `calls`): the sidecar's `semantic` record, and
     the quantized model's outputs as the runner lays them out."""
@@ -87,11 +88,12 @@ def semantic(bundle: ModelBundle, core: Core, lowered, plan, calls: list, refere
     record, model_outputs = judge_trace(
         lowered.quantized, lowered.float_module, bundle.example_inputs, calls,
         [np.asarray(r.detach().numpy() if hasattr(r, "detach") else r) for r in reference],
-        plan.outputs, [(e["quant"] or {}).get("scale") for e in outputs_meta], core.backend, provenance)
+        plan.outputs, [e.quant.scale if e.quant else None for e in outputs_meta], core.backend, provenance)
     _call_arguments(record["points"], plan)
-    record["program_outputs"] = [{k: e[k] for k in ("shape", "dtype", "dim_order")} for e in outputs_meta]
+    record["program_outputs"] = [{"shape": list(e.shape), "dtype": e.dtype, "dim_order": list(e.dim_order)}
+                                 for e in outputs_meta]
     record["model_outputs"] = lowered.signature
-    raw = [laid_out(m, e["dim_order"]) if list(m.shape) == e["shape"] else b""
+    raw = [laid_out(m, e.dim_order) if tuple(m.shape) == e.shape else b""
            for m, e in zip(model_outputs, outputs_meta, strict=False)]
     record["models"] = {kind: f"{bundle.name}.{kind}.pt2" for kind in lowered.models}
     record["outputs"] = [f"{bundle.name}.model-{k}.bin" if data else None for k, data in enumerate(raw)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +68,7 @@ def _owned(sidecar_file: Path) -> dict[str, dict] | None:
         if sidecar is None or not pte.is_file() or sidecar.pte_sha256 != manifest.sha256(pte):
             return None
         listed = [pte.name, sidecar.dialect, sidecar.isolated]
-        listed += [e.get("file") for e in sidecar.inputs] + [e.get("reference") for e in sidecar.outputs]
+        listed += [e.file for e in (*sidecar.inputs, *sidecar.outputs)]
         written = manifest.of_files(folder, [n for n in listed if n in names and (folder / n).is_file()])
     if any(n not in names and os.path.lexists(folder / n) for n in written):
         return None
@@ -84,8 +85,8 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
     stem = pte_path.stem
     # File names follow the .pte's name, not the model's.
     named: dict[str, Any] = {"dialect": f"{stem}.dialect.txt",
-                             "inputs": [dict(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(result.sidecar.inputs)],
-                             "outputs": [dict(e, reference=f"{stem}.reference-{k}.bin")
+                             "inputs": [replace(e, file=f"{stem}.input-{k}.bin") for k, e in enumerate(result.sidecar.inputs)],
+                             "outputs": [replace(e, file=f"{stem}.reference-{k}.bin")
                                          for k, e in enumerate(result.sidecar.outputs)]}
     if result.isolated is not None:
         named["isolated"] = f"{stem}.isolated.pte"
@@ -101,8 +102,8 @@ def write(result: Export, pte_path: Path, force: bool = False) -> list[Path]:
     files.append((folder / named["dialect"], result.dialect.encode()))
     if result.isolated is not None:
         files.append((folder / named["isolated"], result.isolated))
-    files += [(folder / e["file"], data) for e, data in zip(named["inputs"], result.inputs, strict=True)]
-    files += [(folder / e["reference"], data) for e, data in zip(named["outputs"], result.references, strict=True)]
+    files += [(folder / e.file, data) for e, data in zip(named["inputs"], result.inputs, strict=True)]
+    files += [(folder / e.file, data) for e, data in zip(named["outputs"], result.references, strict=True)]
     if "semantic" in named:
         files += [(folder / name, result.models[kind]) for kind, name in named["semantic"]["models"].items()]
         files += [(folder / name, data)

@@ -3,7 +3,7 @@
     bundle = Bundle.open(Path("kws.pte"))
     bundle.sidecar                          # the sidecar (cortexm.pte.sidecar.Sidecar), or None
     bundle.program()                        # the program, read and parsed once for every stage
-    raw = bundle.read(entry["reference"])   # bytes, checked against the sidecar's manifest
+    raw = bundle.read(entry.file)           # bytes, checked against the sidecar's manifest
 
 A bundle may come from elsewhere (a colleague's export, a download). Every file name its
 sidecar gives is a plain name in the program's own folder (no `..`, no folder, no absolute
@@ -91,8 +91,8 @@ class Bundle:
         "references" (each output's reference)."""
         if self.sidecar is None:
             return []
-        entries, field = {"inputs": (self.sidecar.inputs, "file"), "references": (self.sidecar.outputs, "reference")}[kind]
-        return [e.get(field) for e in entries]
+        entries = {"inputs": self.sidecar.inputs, "references": self.sidecar.outputs}[kind]
+        return [e.file for e in entries]
 
     def has(self, name: object) -> bool:
         """`name` is a file of the bundle that is there (read() may still refuse it)."""

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from cortexm.base.errors import CortexmError
+
+if TYPE_CHECKING:
+    from cortexm.pte.sidecar import Tensor
 
 # numpy types of the program's tensor dtypes (cortexm.pte.program.SCALAR_TYPES names).
 DTYPES = {
@@ -33,7 +37,7 @@ class OutputDiff:
     worst: list[tuple[tuple[int, ...], float, float, float]] = field(default_factory=list)
 
 
-def to_logical(raw: bytes, dtype: str, shape: list[int], dim_order: list[int]) -> np.ndarray:
+def to_logical(raw: bytes, dtype: str, shape: Sequence[int], dim_order: Sequence[int]) -> np.ndarray:
     """Bytes laid out in `dim_order` -> an array of the logical (e.g. NCHW) shape."""
     numpy_type = DTYPES.get(dtype)
     if numpy_type is None:
@@ -49,17 +53,17 @@ def to_raw(values: np.ndarray, dim_order: list[int]) -> bytes:
     return np.ascontiguousarray(values.transpose(order)).tobytes()
 
 
-def logical(raw: bytes, entry: dict) -> np.ndarray:
+def logical(raw: bytes, entry: Tensor) -> np.ndarray:
     """A sidecar input/output's bytes (the program's dim order) in logical order."""
-    return to_logical(raw, entry["dtype"], entry["shape"], entry["dim_order"])
+    return to_logical(raw, entry.dtype, entry.shape, entry.dim_order)
 
 
-def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, worst: int = 5) -> OutputDiff:
+def compare(actual: np.ndarray, reference: np.ndarray, entry: Tensor, index: int, worst: int = 5) -> OutputDiff:
     """Differences of one output, in LSB of its quantization when it has one."""
     if actual.shape != reference.shape:
         raise ValueError(f"output {index}: shape {list(actual.shape)} differs from the reference's {list(reference.shape)}")
-    quant = entry.get("quant")
-    scale = quant["scale"] if quant and entry["dtype"].startswith("float") else 1.0
+    quant = entry.quant
+    scale = quant.scale if quant and entry.dtype.startswith("float") else 1.0
     diff = np.abs(actual.astype(np.float64) - reference.astype(np.float64)) / scale
     if quant:
         diff = np.round(diff, 3)  # float rounding of dequantized values, not a real difference
@@ -72,7 +76,7 @@ def compare(actual: np.ndarray, reference: np.ndarray, entry: dict, index: int, 
     return OutputDiff(index, float(diff.max()) if diff.size else 0.0, int((diff > 0).sum()), int(diff.size), worst_list)
 
 
-def compare_outputs(outputs: list[np.ndarray], references: list[np.ndarray], entries: list[dict]) -> list[OutputDiff]:
+def compare_outputs(outputs: list[np.ndarray], references: list[np.ndarray], entries: Sequence[Tensor]) -> list[OutputDiff]:
     """Every output against its reference, as `cortexm run` shows them and the test app's stage
     `compare` judges them: one OutputDiff per output both have (`entries`: the sidecar's)."""
     return [compare(actual, ref, entry, k)
@@ -81,7 +85,7 @@ def compare_outputs(outputs: list[np.ndarray], references: list[np.ndarray], ent
 
 def reference_outputs(bundle) -> list[np.ndarray]:
     """The reference outputs a bundle (cortexm.pte.bundle.Bundle) holds, each checked against its manifest."""
-    return [logical(bundle.read(e.get("reference")), e) for e in bundle.sidecar.outputs]
+    return [logical(bundle.read(e.file), e) for e in bundle.sidecar.outputs]
 
 
 def digests(outputs: list[np.ndarray]) -> list[str]:

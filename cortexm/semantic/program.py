@@ -33,7 +33,7 @@ def references(bundle, plan, inputs: list[np.ndarray], backend: str) -> tuple[li
     if quantized is None:
         return outputs, None
     record, _ = judge_trace(quantized, floating, _model_inputs(inputs, sidecar), trace, outputs, plan.outputs,
-                            [(e.get("quant") or {}).get("scale") for e in sidecar.outputs], backend,
+                            [e.quant.scale if e.quant else None for e in sidecar.outputs], backend,
                             sidecar.calls if isinstance(sidecar.calls, list) else None)
     for key in ("program_outputs", "model_outputs", "eager_dim_orders"):  # what the outputs must be does not depend on the inputs
         record[key] = (sidecar.semantic or {}).get(key, [])
@@ -62,7 +62,7 @@ def _model_inputs(inputs: list[np.ndarray], sidecar: Sidecar) -> tuple:
     tensors = []
     for x, entry in zip(inputs, sidecar.inputs, strict=False):
         t = torch.from_numpy(np.ascontiguousarray(x))
-        if t.dim() == 4 and list(entry.get("dim_order", [])) == [0, 2, 3, 1]:
+        if t.dim() == 4 and entry.dim_order == (0, 2, 3, 1):
             t = t.to(memory_format=torch.channels_last)
         tensors.append(t)
     return tuple(tensors)

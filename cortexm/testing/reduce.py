@@ -255,8 +255,7 @@ def _models(bundle):
     models = (bundle.sidecar.semantic or {}).get("models") or {}
     if "quantized" not in models or "float" not in models:
         raise CortexmError(f"{bundle.pte.name}: its export saved no models to cut a call out of")
-    inputs = [np.array(logical(bundle.read(n), e))
-              for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs, strict=True)]
+    inputs = [np.array(logical(bundle.read(e.file), e)) for e in bundle.sidecar.inputs]
     return (program._load(bundle, models["float"]), program._load(bundle, models["quantized"]),
             program._model_inputs(inputs, bundle.sidecar))
 
@@ -374,8 +373,7 @@ def _write_c(reduction: Reduction, folder: Path, cores, c_call: CCall, progress)
             continue
         bundle = Bundle.open(got.pte)
         assert bundle.sidecar is not None  # the reproducer's programs are written with their sidecar
-        inputs = [np.array(logical(bundle.read(n), e))
-                  for n, e in zip(bundle.names("inputs"), bundle.sidecar.inputs, strict=True)]
+        inputs = [np.array(logical(bundle.read(e.file), e)) for e in bundle.sidecar.inputs]
         try:
             captured = cmsis_call.capture(bundle.pte, inputs, target.backend, same.instruction)
         except CortexmError:

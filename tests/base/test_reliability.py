@@ -202,7 +202,7 @@ def test_run_reads_npy_and_c_headers_like_raw_inputs(runners, exported, tmp_path
     pte = exported("conv2d", "cortex-m7")
     sidecar = read_sidecar(pte)
     plan = load(pte).plan()
-    raw = (pte.parent / sidecar.inputs[0]["file"]).read_bytes()
+    raw = (pte.parent / sidecar.inputs[0].file).read_bytes()
     values = from_raw(raw, plan.values[plan.inputs[0]], "input 0")  # logical shape, NCHW
     np.save(tmp_path / "x.npy", values)
     ctype = {"float32": "float", "int8": "int8_t"}[str(values.dtype)]

@@ -310,7 +310,7 @@ def test_a_run_judges_the_inputs_it_read_whatever_happens_to_the_files(runners, 
         if f.is_file():
             shutil.copyfile(f, private / f.name)
     entry = Bundle.open(pte).sidecar.inputs[0]
-    shape, dtype = entry["shape"], np.dtype(entry["dtype"])
+    shape, dtype = entry.shape, np.dtype(entry.dtype)
     given = private / "x.npy"
     np.save(given, np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(dtype))
     before_runner = running.runner_for

@@ -259,6 +259,7 @@ def test_compiles_for_the_uno_q_core(library):
 def test_examples_run_on_qemu_m33_and_match_the_python_reference(library, tmp_path):
     from cortexm.oracle.reference import evaluate, output_scales
     from cortexm.pte import load
+    from cortexm.pte.sidecar import Quant, Tensor
     from cortexm.pte.tensors import compare, logical
     from cortexm.sim.run import RunError, run_pte
 
@@ -274,7 +275,7 @@ def test_examples_run_on_qemu_m33_and_match_the_python_reference(library, tmp_pa
         pte.write_bytes(model_from_header(example / "model.h"))
         plan = load(pte).plan()
         tensor = plan.values[plan.inputs[0]]
-        entry = {"dtype": tensor.dtype, "shape": list(tensor.sizes), "dim_order": list(tensor.dim_order)}
+        entry = Tensor(None, tensor.dtype, tensor.sizes, tensor.dim_order, None)
         (scale,) = output_scales(pte)
         for given in inputs:
             raw = tmp_path / f"{example.name}-{given.source}.bin"
@@ -284,7 +285,8 @@ def test_examples_run_on_qemu_m33_and_match_the_python_reference(library, tmp_pa
             except RunError as e:
                 pytest.fail(f"{example.name} with {given.source}: {e}\n{e.result.log[-2000:]}")
             (reference,) = evaluate(pte, [logical(given.raw(), entry)])
-            out_entry = {"dtype": "float32", "quant": {"scale": scale} if scale else None}
+            # compare reads the dtype and the scale only
+            out_entry = Tensor(None, "float32", reference.shape, (), Quant(scale, 0, -128, 127, "int8") if scale else None)
             diff = compare(result.outputs[0], reference, out_entry, 0)
             assert diff.max_lsb <= 1, f"{example.name} with {given.source}: {diff}"
             if given.label:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -24,6 +25,10 @@ def test_bundle_matches_program(exported):
     # One schema: every key written is a field the readers know, in the order the class gives.
     written = [f.name for f in dataclasses.fields(Sidecar) if f.name in sidecar]
     assert list(sidecar) == written, set(sidecar) - set(written)
+    # The records read (inputs, outputs, versions...) write the same JSON again, key for key.
+    read = Sidecar.of(sidecar)
+    again = Sidecar.made(**{name: getattr(read, name) for name in written})
+    assert json.dumps(again.raw) == json.dumps(sidecar) and again.outputs[0].file == sidecar["outputs"][0]["reference"]
     for entries, indices, key in ((sidecar["inputs"], plan.inputs, "file"), (sidecar["outputs"], plan.outputs, "reference")):
         assert len(entries) == len(indices)
         for entry, index in zip(entries, indices, strict=True):
@@ -111,4 +116,20 @@ def test_a_sidecar_field_nobody_reads_cannot_be_written():
     assert made.raw == {"cortexm": {"format": 1}, "name": "m", "qtol": 1} and made.replaced(name="n").name == "n"
     with pytest.raises(TypeError, match="not a sidecar field: colour"):
         Sidecar.made(name="m", colour="red")
+
+
+def test_a_sidecar_record_is_typed_as_it_is_read():
+    """A record of the sidecar is checked field by field where it is read: a wrong type, or a
+    field it needs left out, is one line naming it."""
+    from cortexm.base.errors import CortexmError
+
+    entry = {"dtype": "int8", "shape": [1, 4], "dim_order": [0, 1], "quant": None, "reference": "m.reference-0.bin"}
+    [output] = Sidecar.of({"outputs": [entry]}).outputs
+    assert (output.file, output.shape, output.quant) == ("m.reference-0.bin", (1, 4), None)
+    assert list(output.json()) == list(entry)  # an output's reference is written last
+    for field, value, said in (("shape", [1, "4"], "outputs[0].shape[1] is a string, not an integer"),
+                               ("quant", {"scale": "1"}, "outputs[0].quant.scale is a string, not a number"),
+                               ("dtype", None, "outputs[0].dtype is missing")):
+        with pytest.raises(CortexmError, match=rf"^m.json: its {re.escape(said)}$"):
+            Sidecar.of({"outputs": [{**entry, field: value}]}, "m.json")
 

@@ -203,7 +203,8 @@ def test_files_of_another_program_are_not_used(exported, tmp_path):
 
 @pytest.mark.parametrize("field, value, said", [("outputs", 5, "its outputs is an integer, not an array"),
                                                 ("inputs", ["x"], "its inputs are not all objects"),
-                                                ("qtol", "1", "its qtol is a string, not an integer")])
+                                                ("qtol", "1", "its qtol is a string, not an integer"),
+                                                ("source", {"case": 1}, "its source.case is an integer, not a string")])
 def test_a_sidecar_field_of_another_type_is_one_line(exported, tmp_path, field, value, said):
     """A sidecar is read into named fields of the types the stages use (cortexm.pte.sidecar.Sidecar):
     one of another type is named where the sidecar is read, by every command."""

@@ -93,7 +93,7 @@ def test_a_right_lowering_means_the_model_point_by_point():
     conv = next(p for p in semantic["points"] if p["op"] == "cortex_m::quantized_conv2d")
     assert "aten.conv2d" in conv["model_ops"] and conv["max_lsb"] <= judge.tolerance(conv["op"]).lsb
     assert semantic["points"][-1]["node"] == "output 0" and semantic["points"][-1]["max_lsb"] == 0
-    assert semantic["model_outputs"][0]["shape"] == result.sidecar.outputs[0]["shape"]
+    assert tuple(semantic["model_outputs"][0]["shape"]) == result.sidecar.outputs[0].shape
     assert semantic["float"][0]["sqnr_db"] is None or semantic["float"][0]["sqnr_db"] > 20
 
 
@@ -257,7 +257,7 @@ def test_custom_inputs_are_judged_by_both_references_on_those_inputs(tmp_path):
     bundle = Bundle.open(tmp_path / "c.pte")
     plan = load(bundle.pte).plan()
     rng = np.random.default_rng(7)
-    mine = [rng.uniform(-2, 2, size=e["shape"]).astype(np.float32) for e in bundle.sidecar.inputs]
+    mine = [rng.uniform(-2, 2, size=e.shape).astype(np.float32) for e in bundle.sidecar.inputs]
     outputs, record = references(bundle, plan, mine, "DSP")
     assert judge.departures(record) == []
     assert not np.array_equal(outputs[0], reference_outputs(bundle)[0])  # other inputs, other outputs

@@ -128,7 +128,7 @@ def test_workers_run_the_case_file_as_it_was_read(tmp_path, monkeypatch):
         exported = results[(case, "cortex-m7")]
         assert isinstance(exported, Path), exported
         [example] = Bundle.open(exported).sidecar.inputs
-        assert list(example["shape"]) == [1, 3], example
+        assert example.shape == (1, 3), example
 
 
 @pytest.mark.parametrize("kind", ["env", "package", "file"])
