@@ -133,7 +133,8 @@ def test_a_sample_registered_from_data_is_keyed_by_its_data(own_registry):
 def test_a_sweep_failure_is_written_as_a_reproducer_that_fails_the_same_way(runners, tmp_path, own_registry):
     """With an M7 runner whose conv is off by one step, the sweep's conv2d samples fail; the
     samples ran as data (no case file but the reproducers), and each reproducer, run alone as
-    `cortexm test --cases FILE` runs it, fails as its sample did."""
+    `cortexm test --cases FILE` runs it, fails as its sample did: the shrunk one the same kind
+    of way (the same check, on the same core), the one past --shrink exactly so."""
     from cortexm.base.targets import core
     from cortexm.firmware import BuildOptions, build_runner
     from cortexm.testing import sweep
@@ -143,14 +144,19 @@ def test_a_sweep_failure_is_written_as_a_reproducer_that_fails_the_same_way(runn
     perturbed = BuildOptions(extra_sources=(str(PERTURBATION),), link_options=("-Wl,--wrap=arm_convolve_wrapper_s8",))
     sims = {m7.name: RunnerSimulator(m7, "qemu", build_runner(m7, options=perturbed))}
     out = tmp_path / "out"
-    report = sweep.run_sweep("conv2d", [m7], 1, 2, out, sims, jobs=1, shrink_limit=0)
+    report = sweep.run_sweep("conv2d", [m7], 1, 2, out, sims, jobs=1, shrink_limit=1)
 
-    assert report.samples == 2 and report.findings, [(r.case, r.status, r.reason) for r in report.results]
+    assert report.samples == 2 and len(report.findings) == 2, [(r.case, r.status, r.reason) for r in report.results]
     assert sorted(p.name for p in out.iterdir()) == sorted(f.repro.name for f in report.findings if f.repro)
+    shrunk, as_drawn = report.findings
+    assert shrunk.shrunk and shrunk.shrunk != shrunk.params and as_drawn.shrunk is None
     for finding in report.findings:
         assert finding.failure.startswith("FAIL on cortex-m7: max |diff| 1 LSB"), finding.failure
+        assert finding.kind == "FAIL on cortex-m7 at compare"
         options = app.Options(cores=[m7], case_files=[finding.repro], simulators=sims, jobs=1)
         results = app.run(options)
         checks = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})
         assert [r.case for r in results] == [f"repro_{finding.sample}"]
-        assert sweep._failure(f"repro_{finding.sample}", results, checks) == finding.failure
+        assert sweep._kind(f"repro_{finding.sample}", results, checks) == finding.kind
+        if finding is as_drawn:
+            assert sweep._failure(f"repro_{finding.sample}", results, checks) == finding.failure

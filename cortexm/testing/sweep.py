@@ -39,6 +39,7 @@ class Finding:
     sample: str
     params: Params
     failure: str  # one line: what failed, on which cores
+    kind: str = ""  # what kind of failure (_kind): shrinking keeps to it
     repro: Path | None = None
     shrunk: Params | None = None
 
@@ -85,7 +86,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
             for name, _op, params in entries:
                 failure = _failure(name, batch_results, batch_checks) if shards.belongs(name, shard) else ""
                 if failure:
-                    findings.append(Finding(name, params, failure))
+                    findings.append(Finding(name, params, failure, _kind(name, batch_results, batch_checks)))
             ran += sum(shards.belongs(name, shard) for name, _op, _params in entries)
             progress(f"sweep {op} seed {seed}: {ran} samples run, {len(findings)} new failures")
     except KeyboardInterrupt as e:
@@ -95,7 +96,7 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
     for number, finding in enumerate(findings):
         if number < shrink_limit and not interrupted:
             progress(f"shrinking {finding.sample}: {finding.failure}")
-            finding.shrunk = shrink(op, finding.params, finding.failure, cores, simulators, jobs, progress)
+            finding.shrunk = shrink(op, finding.params, finding.kind, cores, simulators, jobs, progress)
         finding.repro = out_dir / f"sweep-repro-{op}-{finding.sample.removeprefix(f'sweep_{op}_').replace('_', '-')}.py"
         writes.atomic(finding.repro, case_file(
             [(f"repro_{finding.sample}", op, finding.shrunk or finding.params)],
@@ -127,24 +128,27 @@ def _failure(name: str, results, checks) -> str:
     return ""
 
 
-def _kind(failure: str) -> str:
-    """What kind of failure, to keep shrinking on the same one."""
-    if failure.startswith("FAIL ") and "cores disagree" in failure:
-        return "cross-core"
-    return failure.split(":", 2)[0]  # e.g. "FAIL on cortex-m7"
+def _kind(name: str, results, checks) -> str:
+    """What kind of failure sample `name` had, to keep shrinking on the same one: its status, the
+    cores and the checks that failed (a smaller sample failing another check, say a scratch
+    overrun where the sample's outputs differed, is another bug), or a cross-core difference."""
+    failed = [r for r in results if r.case == name and r.failed]
+    if failed:
+        checks_failed = sorted({stage for r in failed for stage, _ in r.failures})
+        return f"{failed[0].status} on {', '.join(r.core for r in failed)} at {', '.join(checks_failed) or '-'}"
+    return "cross-core" if any(c.case == name and c.failed for c in checks) else ""
 
 
-def shrink(op: str, params: Params, failure: str, cores, simulators: dict, jobs: int,
+def shrink(op: str, params: Params, kind: str, cores, simulators: dict, jobs: int,
            progress: Callable[[str], None]) -> Params:
-    """The smallest parameters (greedily, one at a time) that still fail the same way."""
-    kind, current = _kind(failure), params
+    """The smallest parameters (greedily, one at a time) that still fail as `kind` (_kind) says."""
+    current = params
     while True:
         for candidate in smaller(op, current):
             # Named by content (not hash(), which varies per process) so a rerun hits the export cache.
             name = f"shrink_{op}_{zlib.crc32(repr(sorted(candidate.items())).encode()):08x}"
             results, checks = _run(((name, op, candidate),), cores, simulators, jobs, None)
-            again = _failure(name, results, checks)
-            if again and _kind(again) == kind:
+            if _kind(name, results, checks) == kind:
                 progress(f"  smaller and still failing: {candidate}")
                 current = candidate
                 break
