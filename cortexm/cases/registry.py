@@ -54,6 +54,10 @@ class Case:
     float_ops: tuple[tuple[str, str], ...] = ()
     # A model as a user deploys it (cortexm.cases.tiny): the test app prints its deployment line.
     deployment: bool = False
+    # What a case registered from data is built from besides cortexm's code (a sweep sample's
+    # operator and parameters, cortexm.cases.space): its name does not say it, so an export's
+    # cache key covers it (cortexm.testing.cache).
+    spec: str = ""
 
     @property
     def input_keys(self) -> tuple[str, ...]:
@@ -82,7 +86,7 @@ REGISTRY: dict[str, Case] = {}
 def register(name: str, doc: str, qtol: int = 0, notes: str = "",
              known_failures: dict[str, str] | tuple[KnownDefect, ...] = (), cross_core: str = "",
              data: str = "uniform", grid: GridPlace | None = None, parts: tuple[str, ...] = (), part_inputs: int = 1,
-             float_ops: dict[str, str] | None = None, deployment: bool = False):
+             float_ops: dict[str, str] | None = None, deployment: bool = False, spec: str = ""):
     """Decorator: register `fn` (returning (module, inputs)) as a case.
 
     known_failures: KnownDefects, or for a user's own notes {core or "*": reason}.
@@ -99,7 +103,7 @@ def register(name: str, doc: str, qtol: int = 0, notes: str = "",
             raise ValueError(f"duplicate case {name}")
         REGISTRY[name] = Case(name, doc, fn, qtol, notes, tuple(known_failures), cross_core=cross_core, data=data, grid=grid,
                               parts=tuple(parts), part_inputs=part_inputs, float_ops=tuple(sorted((float_ops or {}).items())),
-                              deployment=deployment)
+                              deployment=deployment, spec=spec)
         return fn
 
     return wrap

@@ -2,9 +2,9 @@
 cortex_m backend lowers, build its model, shrink it, and write samples as a case file.
 
 What enters: an operator name, a seed, parameters. What leaves: parameter sets, the
-(module, inputs) of a sample, and case files that register samples as cases
-(`register_sample`). The grid cases (cortexm.cases.grid) and `cortexm sweep`
-(cortexm.testing.sweep) both draw from here.
+(module, inputs) of a sample, samples registered as cases from their data (`register_data`),
+and reproducer case files that register them the same way (`register_sample`). The grid
+cases (cortexm.cases.grid) and `cortexm sweep` (cortexm.testing.sweep) both draw from here.
 """
 
 from __future__ import annotations
@@ -296,11 +296,32 @@ def known_defects(op: str, params: Params) -> tuple[str, ...]:
 
 
 def register_sample(name: str, op: str, params: Params, known: tuple[str, ...] = ()) -> None:
-    """Register a sample as a case (what generated case files call); `known` names cortexm.cases.defects."""
+    """Register a sample as a case (what reproducer case files call); `known` names cortexm.cases.defects."""
     from cortexm.cases import defects
 
-    register(name, f"{op} {params}", known_failures=tuple(getattr(defects, k) for k in known))(
-        lambda: build_sample(op, params))
+    register(name, f"{op} {params}", known_failures=tuple(getattr(defects, k) for k in known),
+             spec=spec(op, params))(lambda: build_sample(op, params))
+
+
+def spec(op: str, params: Params) -> str:
+    """A sample's operator and parameters as one string: what its case is built from
+    (cortexm.cases.registry.Case.spec), the same for the same data in every process."""
+    return f"{op} {sorted(params.items())!r}"
+
+
+def register_data(name: str, op: str, params: Params) -> None:
+    """Register a sample as a case from its data, with the known defects of its region: what
+    `cortexm sweep` does in its own process, and each export worker for the sample it exports
+    (a case registered in one process only is unknown to the others). Idempotent; a sample of
+    that name with other data is replaced."""
+    from cortexm.cases.registry import REGISTRY
+
+    found = REGISTRY.get(name)
+    if found is not None and found.spec == spec(op, params):
+        return
+    if found is not None and found.spec:
+        del REGISTRY[name]
+    register_sample(name, op, params, known_defects(op, params))
 
 
 def smaller(op: str, params: Params) -> list[Params]:

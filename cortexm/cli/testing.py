@@ -325,7 +325,7 @@ def upstream_tests(targets, pattern, sim, executorch_src, cmsis_nn_src, out_dir,
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--count", type=int, default=20, show_default=True, help="Samples to draw.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="sweep-out", show_default=True,
-              help="Where the sample and reproducer case files go.")
+              help="Where the reproducers of failures go (case files).")
 @click.option("--sim", type=click.Choice(["qemu", "fvp"]), default="qemu", show_default=True)
 @click.option("--shrink", "shrink_limit", type=int, default=3, show_default=True, help="Failures to shrink.")
 @click.option("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), show_default=True)
@@ -354,7 +354,7 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
         raise click.UsageError("--count must be at least 1")
     reports = outputs.check({"--json": json_path})
     out = manifest.OwnedFolder(Path(out_dir), ".cortexm-sweep.json", "--out folder", False, "choose another --out folder",
-                               outputs=("sweep-*.py", ".batches/*", ".shrink/*"), offers_force=False)
+                               outputs=("sweep-repro-*.py",), offers_force=False)
     cores = [core_named(t) for t in (targets or DEFAULT_TEST_CORES)]
     choose_lowering(executorch_src, cmsis_nn_src=cmsis_nn_src)
     with Progress() as progress:
@@ -384,8 +384,9 @@ def sweep(op, targets, seed, count, out_dir, sim, shrink_limit, jobs, executorch
                f"{len(report.findings)} new failures")
     for f in report.findings:
         click.echo(f"FAIL {f.sample}: {f.failure}")
-        if f.repro:
+        if f.shrunk:
             click.echo(f"     shrunk to {f.shrunk}")
+        if f.repro:
             click.echo(f"     reproducer: {f.repro}")
     if report.interrupted:
         raise children.Interrupted(report.interrupted)

@@ -28,11 +28,17 @@ from cortexm.testing.results import Options
 
 
 def select_cases(options: Options) -> list[case_registry.Case]:
-    if options.ptes and not options.case_files and not options.pattern:
+    if options.ptes and not options.case_files and not options.pattern and not options.samples:
         return []
     for path in options.case_files:
         load_case_file(path)
-    if options.case_files:
+    if options.samples:
+        from cortexm.cases import space
+
+        for name, op, params in options.samples:
+            space.register_data(name, op, params)
+        selected = [case_registry.get(name) for name, _, _ in options.samples]
+    elif options.case_files:
         names = _registered_by(options.case_files)
         selected = [c for c in case_registry.all_cases() if c.name in names]
     else:

@@ -1,11 +1,11 @@
 """Exports cached by content: what went into them decides whether they are reused.
 
-The key covers the case (its name, and for a user's case file the text of every file of its
-own that its imports reach, and whether each module it imports is installed), the core and
-layout, the cortexm code that shapes an export (cortexm.lowering, the cases, and the integer
-reference cortexm.oracle, whose outputs are stored with the program), the
-installed torch and ExecuTorch, and the content of every file of the cortex_m
-backend the lowering reads (an ExecuTorch tree's, or the wheel's: see
+The key covers the case (its name, a sweep sample's operator and parameters, and for a user's
+case file the text of every file of its own that its imports reach, and whether each module
+it imports is installed), the core and layout, the cortexm code that shapes an export
+(cortexm.lowering, the cases, and the integer reference cortexm.oracle, whose outputs are
+stored with the program), the installed torch and ExecuTorch, and the content of every file
+of the cortex_m backend the lowering reads (an ExecuTorch tree's, or the wheel's: see
 cortexm.sources.backend_source), so a change in a contributor's tree re-exports, and the
 evaluation set an export measured accuracy on (`evaluation`: its digest,
 cortexm.semantic.evalset; an export without one keys as before). A second `cortexm test` with
@@ -118,11 +118,23 @@ def _key(code: str, case: str, core: str, layout: str, case_file: Path | None, f
          evaluation: str | None = None) -> str:
     h = hashlib.sha256(code.encode())
     h.update(f"{case}\0{core}\0{layout}".encode())
+    h.update(_built_from(case))
     if case_file is not None:
         h.update((case_file_digest.__wrapped__ if fresh else case_file_digest)(case_file).encode())
     if evaluation is not None:  # its accuracy record, and so the verdict, depends on the set
         h.update(f"\0evaluation\0{evaluation}".encode())
     return h.hexdigest()[:24]
+
+
+def _built_from(case: str) -> bytes:
+    """What a case registered from data is built from (a sweep sample's operator and
+    parameters: cortexm.cases.registry.Case.spec), which its name does not say; nothing for
+    any other case. The sweep's process and the export worker register it alike, so both key it
+    the same."""
+    from cortexm.cases.registry import REGISTRY
+
+    found = REGISTRY.get(case)
+    return f"\0spec\0{found.spec}".encode() if found is not None and found.spec else b""
 
 
 @cache
@@ -284,6 +296,7 @@ def quantized_key(case: str, layout: str, case_file: Path | None = None) -> str:
 def _quantized_key(code: str, case: str, layout: str, case_file: Path | None, fresh: bool = False) -> str:
     h = hashlib.sha256(code.encode())
     h.update(f"{case}\0{layout}".encode())
+    h.update(_built_from(case))
     if case_file is not None:
         h.update((case_file_digest.__wrapped__ if fresh else case_file_digest)(case_file).encode())
     return h.hexdigest()[:24]
@@ -327,6 +340,7 @@ PROGRAMS = "programs"  # the export cache's folder of the last program's digest 
 
 def _program_record(case: str, core: str, layout: str, case_file: Path | None) -> Path:
     h = hashlib.sha256(f"{case}\0{core}\0{layout}".encode())
+    h.update(_built_from(case))
     if case_file is not None:
         h.update(str(case_file.resolve()).encode())  # where: another file's case of that name is another case
     return root() / PROGRAMS / h.hexdigest()[:24]

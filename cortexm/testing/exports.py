@@ -26,23 +26,26 @@ from cortexm.testing.casefiles import IMPORT_TIMEOUT, _case_file
 
 def _export_job(case: str, cores: list[tuple[str, str]], layout: str, case_file: str | None,
                 scope: tuple[str, ...] = (), evaluation: tuple[str, str] | None = None,
-                timeout: float = IMPORT_TIMEOUT, source: bytes | None = None) -> dict[str, tuple[bool, str]]:
+                timeout: float = IMPORT_TIMEOUT, source: bytes | None = None,
+                sample: tuple[str, dict] | None = None) -> dict[str, tuple[bool, str]]:
     """Runs in a worker process: export one case for each (core, entry key) into the cache, the
     quantization done once for all of them (and cached on its own: an edit of a lowering pass
     re-runs only what comes after it), to_edge once too. core -> (True, .pte path), or (False,
     the one-line error of that core's export); `scope`: --scope's words, for an exhaustive case;
     `evaluation`: (path, digest) of the evaluation set to measure accuracy on too; `timeout`:
     seconds each step of the case's own code may take; `source`: the case file's bytes as the
-    run read them (what is keyed is what runs, whatever the file holds by now).
+    run read them (what is keyed is what runs, whatever the file holds by now); `sample`: the
+    (operator, parameters) of a sweep sample, registered here as the sweep's process did.
 
     Each job starts from the state the worker had after importing the case file, and leaves
     the worker as it found it (cortexm.testing.userstate): what one case's code set (a default
     dtype, a seed, a variable) never reaches another case's export, nor its cached failure."""
     with userstate.isolated(case_file, lambda: _case_file_reads(case_file, source) if case_file else {}) as read:
-        return _export_case(case, cores, layout, case_file, scope, evaluation, timeout, read)
+        return _export_case(case, cores, layout, case_file, scope, evaluation, timeout, read, sample)
 
 
-def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, read: dict) -> dict[str, tuple[bool, str]]:
+def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, read: dict,
+                 sample: tuple[str, dict] | None = None) -> dict[str, tuple[bool, str]]:
     from cortexm.base import targets
     from cortexm.lowering import export, modelsource, quantize, writer
 
@@ -51,6 +54,10 @@ def _export_case(case, cores, layout, case_file, scope, evaluation, timeout, rea
         from cortexm.cases import exhaustive
 
         exhaustive.register_all(exhaustive.parse_scope(scope))  # registered before the case is looked up
+    if sample:
+        from cortexm.cases import space
+
+        space.register_data(case, *sample)  # before the case is looked up, and keyed (its spec)
     measured_on = _evaluation_set(evaluation)
     import torch
 
@@ -203,8 +210,9 @@ def _export_all(pairs: list[tuple[str, Core]], options,
         probed.value()
     timeout = getattr(options, "timeout", None) or IMPORT_TIMEOUT
     sources = {str(f): casefiles.source_of(f) for f in {_case_file(c) for c in by_case} if f}
+    samples = {name: (op, params) for name, op, params in getattr(options, "samples", ())}
     work = {case: (_export_job, (case, cores, options.layout, _str(_case_file(case)), options.scope, evaluation,
-                                 timeout, sources.get(_str(_case_file(case)) or "")))
+                                 timeout, sources.get(_str(_case_file(case)) or ""), samples.get(case)))
             for case, cores in by_case.items()}
     # The limit of a whole job: each step of the user's code has `timeout` inside it (limits);
     # this one stops what no signal reaches (a loop in C), with room for every core's lowering.

@@ -62,6 +62,9 @@ class Options:
     # --scope's words for --grid exhaustive (cortexm.cases.exhaustive.parse_scope), handed to the
     # export workers with each job.
     scope: tuple[str, ...] = ()
+    # Sweep samples (cortexm.testing.sweep) as (case name, operator, parameters): registered as
+    # cases and run instead of any other, and handed as data to the export workers with each job.
+    samples: tuple[tuple[str, str, dict], ...] = ()
     shard: tuple[int, int] | None = None  # (K, N): only the cases of shard K of N (cortexm.testing.shards)
     # An evaluation set every export measures accuracy on too (cortexm.semantic.evalset): its
     # path and the digest of what was read there, which the export cache keys on.

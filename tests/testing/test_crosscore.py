@@ -76,6 +76,17 @@ def test_the_helium_rounding_excuses_only_a_difference_it_makes():
     assert none_recorded.failed
 
 
+@pytest.fixture
+def own_registry(monkeypatch):
+    """The case registry is process-wide: keep a test's cases out of the others' view."""
+    from cortexm import cases
+    from cortexm.cases import registry
+
+    cases.all_cases()
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.setattr(casefiles, "_FILE_CASES", dict(casefiles._FILE_CASES))
+
+
 @pytest.mark.parametrize("op", sorted(op_spaces.SPACES))
 def test_sweep_samples_are_seeded_valid_and_shrink(op):
     first, again, other = op_spaces.draw(op, 3, 12), op_spaces.draw(op, 3, 12), op_spaces.draw(op, 4, 12)
@@ -89,14 +100,7 @@ def test_sweep_samples_are_seeded_valid_and_shrink(op):
             assert space.valid(candidate) and candidate["seed"] == params["seed"] and candidate != params
 
 
-def test_reproducer_file_registers_a_runnable_case(tmp_path, monkeypatch):
-    from cortexm import cases
-    from cortexm.cases import registry
-
-    # The case registry is process-wide: keep this test's case out of the others' view.
-    cases.all_cases()
-    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
-    monkeypatch.setattr(casefiles, "_FILE_CASES", dict(casefiles._FILE_CASES))
+def test_reproducer_file_registers_a_runnable_case(tmp_path, own_registry):
     params = op_spaces.draw("transpose_conv2d", 5, 1)[0]
     path = tmp_path / "repro.py"
     path.write_text(op_spaces.case_file([("repro_x", "transpose_conv2d", params)], "a header\nline two"))
@@ -107,3 +111,52 @@ def test_reproducer_file_registers_a_runnable_case(tmp_path, monkeypatch):
     module, inputs = case.build()
     assert list(module(*inputs).shape)[:2] == [1, params["cout"]]
     assert bool(case.known_failures) == (params["pad"][0] % params["stride"][0] != 0)
+
+
+def test_a_sample_registered_from_data_is_keyed_by_its_data(own_registry):
+    """As the sweep's process and each export worker register it: the same data twice is one
+    case and one key; the same name with other data is another model under another key."""
+    from cortexm import cases
+    from cortexm.testing import cache
+
+    first, other = op_spaces.draw("linear", 3, 2)
+    op_spaces.register_data("sweep_linear_3_0", "linear", first)
+    key = cache.key("sweep_linear_3_0", "cortex-m7", "legacy")
+    op_spaces.register_data("sweep_linear_3_0", "linear", dict(first))
+    assert cache.key("sweep_linear_3_0", "cortex-m7", "legacy") == key
+    assert list(cases.get("sweep_linear_3_0").build()[0].parameters())[0].shape[1] == first["fin"]
+    op_spaces.register_data("sweep_linear_3_0", "linear", other)
+    assert cache.key("sweep_linear_3_0", "cortex-m7", "legacy") != key
+    assert list(cases.get("sweep_linear_3_0").build()[0].parameters())[0].shape[1] == other["fin"]
+
+
+def test_a_sweep_failure_is_written_as_a_reproducer_that_fails_the_same_way(runners, tmp_path, own_registry):
+    """With an M7 runner whose conv is off by one step, the sweep's conv2d samples fail; the
+    samples ran as data (no case file but the reproducers), and each reproducer, run alone as
+    `cortexm test --cases FILE` runs it, fails as its sample did: the shrunk one the same kind
+    of way (the same check, on the same core), the one past --shrink exactly so."""
+    from cortexm.base.targets import core
+    from cortexm.firmware import BuildOptions, build_runner
+    from cortexm.testing import sweep
+    from cortexm.testing.simulate import RunnerSimulator
+
+    m7 = core("cortex-m7")
+    perturbed = BuildOptions(extra_sources=(str(PERTURBATION),), link_options=("-Wl,--wrap=arm_convolve_wrapper_s8",))
+    sims = {m7.name: RunnerSimulator(m7, "qemu", build_runner(m7, options=perturbed))}
+    out = tmp_path / "out"
+    report = sweep.run_sweep("conv2d", [m7], 1, 2, out, sims, jobs=1, shrink_limit=1)
+
+    assert report.samples == 2 and len(report.findings) == 2, [(r.case, r.status, r.reason) for r in report.results]
+    assert sorted(p.name for p in out.iterdir()) == sorted(f.repro.name for f in report.findings if f.repro)
+    shrunk, as_drawn = report.findings
+    assert shrunk.shrunk and shrunk.shrunk != shrunk.params and as_drawn.shrunk is None
+    for finding in report.findings:
+        assert finding.failure.startswith("FAIL on cortex-m7: max |diff| 1 LSB"), finding.failure
+        assert finding.kind == "FAIL on cortex-m7 at compare"
+        options = app.Options(cores=[m7], case_files=[finding.repro], simulators=sims, jobs=1)
+        results = app.run(options)
+        checks = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})
+        assert [r.case for r in results] == [f"repro_{finding.sample}"]
+        assert sweep._kind(f"repro_{finding.sample}", results, checks) == finding.kind
+        if finding is as_drawn:
+            assert sweep._failure(f"repro_{finding.sample}", results, checks) == finding.failure
