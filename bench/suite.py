@@ -71,9 +71,10 @@ def run_once(core_name, pattern, jobs, exports, builds, runs, efficiency=False):
     rows = []
     for r in results if efficiency else ():
         pte = cache.lookup(r.case, core.name, "legacy")
-        n = macs(pte) if isinstance(pte, Path) and r.instructions else 0
+        instructions = r.run.instructions if r.run else None
+        n = macs(pte) if isinstance(pte, Path) and instructions else 0
         if n >= 1000:
-            rows.append((core.name, r.case, n, r.instructions, r.instructions / n))
+            rows.append((core.name, r.case, n, instructions, instructions / n))
     return total, stages, dict(Counter(r.status for r in results)), len(results), rows
 
 

@@ -87,7 +87,8 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
             batch_checks = crosscore.cross_core(batch_results, {c.name: c for c in app.select_cases(options)})
             writes.remove(part)
             for result in batch_results:
-                result.outputs = []  # checked across cores: not kept
+                if result.compare:
+                    result.compare.outputs = []  # checked across cores: not kept
             results += batch_results
             checks += batch_checks
             for name, _op, params in entries:
