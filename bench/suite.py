@@ -76,9 +76,10 @@ def run_once(core_names, pattern, jobs, exports, builds, runs, efficiency=False)
     rows = []
     for r in results if efficiency else ():
         pte = cache.lookup(r.case, r.core, "legacy")
-        n = macs(pte) if isinstance(pte, Path) and r.instructions else 0
+        instructions = r.run.instructions if r.run else None
+        n = macs(pte) if isinstance(pte, Path) and instructions else 0
         if n >= 1000:
-            rows.append((r.core, r.case, n, r.instructions, r.instructions / n))
+            rows.append((r.core, r.case, n, instructions, instructions / n))
     return total, stages, dict(Counter(r.status for r in results)), len(results), rows
 
 

@@ -197,7 +197,8 @@ def _gates(results, sizes, earlier: dict, baseline: str, threshold: float, max_d
     # A gate that compared nothing says so and fails: "no case lost accuracy" would claim a measurement.
     unmeasured = ([perf.Change(f"NOTHING COMPARED: {baseline} has no accuracy figure for any case and core of this run "
                                "that has one (the accuracy gate needs a baseline made with accuracy figures)", True)]
-                  if any(r.accuracy_db is not None for r in results) and not accuracy.compared(results, earlier) else [])
+                  if any(r.accuracy and r.accuracy.db is not None for r in results)
+                  and not accuracy.compared(results, earlier) else [])
     return (perf.gate(results, earlier, threshold) + perf.size_gate(sizes, earlier, threshold)
             + perf.program_gate(results, earlier) + unmeasured
             + [perf.Change(line, True) for line in accuracy.gate(results, earlier, max_drop_db)])
@@ -220,7 +221,7 @@ def _print_exhaustive(results, chosen: dict, options) -> dict:
     from cortexm.cases import exhaustive
     from cortexm.report import table
 
-    simulated = {r.case for r in results if r.sim == "ok"}
+    simulated = {r.case for r in results if r.run and r.run.sim == "ok"}
     rows = exhaustive.coverage(chosen, simulated)
     table(["operator", "scope", "combinations", "refused by PyTorch", "in a defect's region (alone)", "cases", "simulated"],
           [[r["operator"], r["scope"], r["combinations"], r["refused by PyTorch"], r["in a known defect's region"],

@@ -60,7 +60,7 @@ def print_evaluation(results) -> None:
 
     rows, names = [], {}
     for r in results:
-        entry = (r.accuracy_real or {}).get("evaluation")
+        entry = (r.accuracy.real if r.accuracy else {}).get("evaluation")
         if not entry:
             continue
         names[entry.get("name")] = entry.get("samples")

@@ -39,7 +39,7 @@ def merge_reports(reports: list[dict], names: list[str] | None = None) -> tuple[
             if pair in seen:
                 raise CortexmError(f"{name}: {row['case']} on {row['core']} is in {seen[pair]} too: the shards overlap")
             seen[pair] = name
-            results.append(CaseResult(**row))
+            results.append(CaseResult.from_row(row))
         for check in report.get("cross_core", []):
             checks.append(CrossCore(**{k: v for k, v in check.items() if k not in ("agree", "failed")}))
     shards = [r["meta"].get("shard") for r in reports]

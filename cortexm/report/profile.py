@@ -269,19 +269,20 @@ def print_profile(profile: Profile, backend: str) -> None:
 
 
 def print_profiles(results) -> None:
-    """`test --profile`: each simulated result's run call by call (its record in `r.profile`)."""
+    """`test --profile`: each simulated result's run call by call (its record in `r.run.profile`)."""
     import click
 
     from cortexm.base.targets import core
 
     for r in results:
-        if not r.profile:
+        found = r.run.profile if r.run else None
+        if not found:
             continue
         click.echo()
-        if "error" in r.profile:
-            click.echo(f"{r.case} {r.core}: no profile: {r.profile['error']}")
+        if "error" in found:
+            click.echo(f"{r.case} {r.core}: no profile: {found['error']}")
             continue
-        print_profile(Profile.from_dict(r.profile), core(r.core).backend)
+        print_profile(Profile.from_dict(found), core(r.core).backend)
 
 
 def _short(op: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cortexm.report import console, table
 from cortexm.report.accuracy import print_evaluation
-from cortexm.report.results import Status
+from cortexm.report.results import Accuracy, Compare, Constants, Lowering, Run, Semantic, Status
 from cortexm.report.writers import grid_coverage
 
 
@@ -19,16 +19,16 @@ def print_summary(results, checks, options, elapsed: float) -> None:
         sim_name = getattr(sim, "name", None) or "no simulator"
         table(["case", "dialect", "verify", "lowered", "dead", "semantic", "vs float", "sim", "memory", "max|diff| LSB",
                "instructions", "status"],
-              [[r.case, r.dialect, r.verify, _lowered_cell(r), _dead_cell(r), _semantic_cell(r), _float_cell(r), r.sim,
-                r.memory, _diff_cell(r), _num(r.instructions), r.status] for r in rows if not r.exhaustive],
+              [_row(r) for r in rows if not r.exhaustive],
               title=f"{core} ({sim_name})")
         _exhaustive_rows([r for r in rows if r.exhaustive], core)
         counts = {s: sum(r.status == s for r in rows)
                   for s in Status}
         out.print(f"{core}: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n))
-        remembered = sum(r.remembered for r in rows)
+        runs = [r.run for r in rows if r.run]
+        remembered = sum(run.remembered for run in runs)
         if remembered:
-            out.print(f"{core}: {remembered} of {sum(r.sim != '-' for r in rows)} programs ran before, byte for byte, with "
+            out.print(f"{core}: {remembered} of {sum(run.sim != '-' for run in runs)} programs ran before, byte for byte, with "
                       "this runner and inputs (unchanged by any edit since): their runs came from the run store "
                       "(CORTEXM_RUN_CACHE=off runs them again)", markup=False)
         _edit_line(core, rows)
@@ -99,13 +99,14 @@ def _deployments(rows, options) -> None:
     table_rows = []
     for r in rows:
         code, static = runners.get(r.core, (None, None))
-        use = r.memory_use
+        use, pte_bytes = (r.run or Run()).memory_use, (r.constants or Constants()).pte_bytes
+        instructions = (r.run or Run()).instructions
         ram = (static + sum(use[k] for k in ("planned", "method allocator", "temp allocator", "stack", "heap"))
                if use and static is not None else None)
         macs = sum(call_macs(Path(r.pte)).values()) if r.pte else 0
-        table_rows.append([r.case, r.core, _lowered_cell(r), _dead_cell(r), _kib(r.pte_bytes),
-                           _kib(code + r.pte_bytes if code is not None and r.pte_bytes else None), _kib(ram),
-                           _num(r.instructions), f"{r.instructions / macs:.2f}" if macs and r.instructions else "-",
+        table_rows.append([r.case, r.core, _lowered_cell(r), _dead_cell(r), _kib(pte_bytes),
+                           _kib(code + pte_bytes if code is not None and pte_bytes else None), _kib(ram),
+                           _num(instructions), f"{instructions / macs:.2f}" if macs and instructions else "-",
                            _float_cell(r)])
     table(["model", "core", "lowered", "dead", "program", "flash", "RAM", "instructions", "instr/MAC", "vs float"],
           table_rows, title="deployment (flash: the suite's runner and the program; RAM: its data, heap and stack "
@@ -119,17 +120,17 @@ def _dead_constants(results) -> None:
     nothing is claimed."""
     from cortexm.cases import defects
 
-    measured = [r for r in results if r.constant_bytes]
+    measured = [(r.core, r.constants) for r in results if r.constants and r.constants.constant_bytes]
     if not measured:
         return
-    dead = sum(r.dead_bytes or 0 for r in measured)
-    total = sum(r.constant_bytes for r in measured)
+    dead = sum(c.dead_bytes or 0 for _, c in measured)
+    total = sum(c.constant_bytes or 0 for _, c in measured)
     known = defects.EXECUTORCH_DEAD_WEIGHTS
     line = f"constants: {dead:,} of {total:,} B ({100 * dead / total:.0f} %) in {len(measured)} programs are read by no call"
-    if dead == 0 and any(r.dead_pattern and known.applies(r.core, defects.default_locators()) for r in measured):
+    if dead == 0 and any(c.dead_pattern and known.applies(core, defects.default_locators()) for core, c in measured):
         line += f"; {known.name} looks fixed here (update its record in cortexm/cases/defects.py)"
     elif dead:
-        line += f" ({sum(1 for r in measured if r.dead_bytes)} programs; {known.name}, a known defect)"
+        line += f" ({sum(1 for _, c in measured if c.dead_bytes)} programs; {known.name}, a known defect)"
     console().print(line, markup=False)
 
 
@@ -147,8 +148,8 @@ def _exhaustive_rows(rows, core: str) -> None:
     def line(op: str) -> list:
         mine = [r for r in rows if r.exhaustive == op]
         return [op, len(mine), len({r.pack for r in mine if r.pack}), *(sum(r.status == s for r in mine) for s in statuses),
-                _num(max((r.max_lsb for r in mine if r.max_lsb is not None), default=None)),
-                _num(max((r.semantic_lsb for r in mine if r.semantic_lsb is not None), default=None))]
+                _num(max((r.compare.max_lsb for r in mine if r.compare and r.compare.max_lsb is not None), default=None)),
+                _num(max((r.semantic.lsb for r in mine if r.semantic and r.semantic.lsb is not None), default=None))]
 
     table(["operator", "cases", "packed programs", *statuses, "max|diff| LSB", "semantic max LSB"], [line(op) for op in ops],
           title=f"{core}: exhaustive cases")
@@ -162,38 +163,50 @@ def _cross_core_cell(c) -> str:
     return c.line().split(": ", 1)[1]
 
 
+def _row(r) -> list:
+    """A case's row of its core's table: each stage's verdict, "-" where the stage did not run."""
+    row = r.row()  # the records flat, a stage that did not run as its defaults
+    return [r.case, row["dialect"], row["verify"], _lowered_cell(r), _dead_cell(r), _semantic_cell(r), _float_cell(r),
+            row["sim"], row["memory"], _diff_cell(r), _num(row["instructions"]), r.status]
+
+
 def _semantic_cell(r) -> str:
     """The semantic verdict with the largest departure from the model, in LSB."""
-    return r.semantic if r.semantic_lsb is None else f"{r.semantic} {r.semantic_lsb:g}"
+    s = r.semantic or Semantic()
+    return s.verdict if s.lsb is None else f"{s.verdict} {s.lsb:g}"
 
 
 def _lowered_cell(r) -> str:
     """The share of kernel calls that are cortex_m kernels (cortexm.checking.lowering)."""
-    if not r.lowered:
+    record = r.lowering or Lowering()
+    if not record.lowered:
         return "-"
-    lowered, total = r.lowered
-    return "all" if lowered == total else f"{lowered}/{total}" + (" FAIL" if r.lowering == "FAIL" else "")
+    lowered, total = record.lowered
+    return "all" if lowered == total else f"{lowered}/{total}" + (" FAIL" if record.verdict == "FAIL" else "")
 
 
 def _dead_cell(r) -> str:
     """The share of constant bytes no call reads (cortexm.checking.constants)."""
-    if not r.constant_bytes:
+    c = r.constants or Constants()
+    if not c.constant_bytes:
         return "-"
-    return "0" if not r.dead_bytes else f"{100 * r.dead_bytes / r.constant_bytes:.0f}%"
+    return "0" if not c.dead_bytes else f"{100 * c.dead_bytes / c.constant_bytes:.0f}%"
 
 
 def _float_cell(r) -> str:
     """SQNR against the float model over the drawn inputs, and top-1 agreement."""
-    if r.accuracy_db is None:
-        return "-" if r.top1 is None else r.top1
-    return f"{r.accuracy_db:.1f} dB" + (f" {r.top1}" if r.top1 else "")
+    a = r.accuracy or Accuracy()
+    if a.db is None:
+        return "-" if a.top1 is None else a.top1
+    return f"{a.db:.1f} dB" + (f" {a.top1}" if a.top1 else "")
 
 
 def _diff_cell(r) -> str:
     """The largest difference from the integer reference, with how many elements differ when any do."""
-    if r.max_lsb is None:
+    c = r.compare or Compare()
+    if c.max_lsb is None:
         return "-"
-    return _num(r.max_lsb) + (f" ({r.mismatches}/{r.elements})" if r.mismatches else "")
+    return _num(c.max_lsb) + (f" ({c.mismatches}/{c.elements})" if c.mismatches else "")
 
 
 def _num(v) -> str:

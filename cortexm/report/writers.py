@@ -16,7 +16,7 @@ def grid_coverage(results: list[CaseResult]) -> dict[str, dict[str, dict[str, bo
     (on some core) exercised it."""
     from cortexm.cases import grid
 
-    simulated = {r.case for r in results if r.sim == "ok"}
+    simulated = {r.case for r in results if r.run and r.run.sim == "ok"}
     ops = {c.grid.op for c in case_registry.all_cases() if c.grid and c.name in {r.case for r in results}}
     return {op: grid.coverage(op, simulated) for op in sorted(ops)}
 
@@ -24,7 +24,7 @@ def grid_coverage(results: list[CaseResult]) -> dict[str, dict[str, dict[str, bo
 def to_json(results: list[CaseResult], checks: list[CrossCore], meta: dict) -> str:
     from cortexm.base.text import json_dumps
 
-    rows = [{k: v for k, v in asdict(r).items() if k != "outputs"} for r in results]
+    rows = [r.row() for r in results]
     return json_dumps({"meta": meta, "results": rows,
                        "cross_core": [dict(asdict(c), agree=c.agree, failed=c.failed) for c in checks],
                        "grid_coverage": grid_coverage(results)}, indent=1, default=str)
@@ -45,6 +45,7 @@ def to_junit(results: list[CaseResult], checks: Sequence[CrossCore] = ()) -> str
                               skipped=str(sum(r.status in (Status.XFAIL, Status.NOT_RUN) for r in rs)),
                               time=f"{sum(sum(r.seconds.values()) for r in rs):.3f}")
         for r in rs:
+            row = r.row()
             tc = ET.SubElement(suite, "testcase", classname=x(f"cortexm.{core}"), name=x(r.case),
                                time=f"{sum(r.seconds.values()):.3f}")
             if r.status in FAILED and r.status != Status.ERROR:
@@ -58,7 +59,7 @@ def to_junit(results: list[CaseResult], checks: Sequence[CrossCore] = ()) -> str
             props = ET.SubElement(tc, "properties")
             for name in ("dialect", "verify", "sim", "memory", "semantic", "semantic_lsb", "max_lsb", "mismatches",
                          "instructions", "perf"):
-                ET.SubElement(props, "property", name=name, value=x(str(getattr(r, name))))
+                ET.SubElement(props, "property", name=name, value=x(str(row[name])))
     if checks:
         suite = ET.SubElement(suites, "testsuite", name="cross-core", tests=str(len(checks)),
                               failures=str(sum(c.failed for c in checks)), errors="0", skipped="0")

@@ -315,7 +315,8 @@ def compared(results, baseline: dict) -> int:
     and core: 0 when a baseline (an older report, one made with --sim none...) has none."""
     before = {(r.get("case"), r.get("core")): r for r in baseline.get("results", []) if isinstance(r, dict)}
     return sum(1 for r in results
-               if r.accuracy_db is not None and (before.get((r.case, r.core)) or {}).get("accuracy_db") is not None)
+               if r.accuracy and r.accuracy.db is not None
+               and (before.get((r.case, r.core)) or {}).get("accuracy_db") is not None)
 
 
 def gate(results, baseline: dict, max_drop_db: float = DEFAULT_MAX_DROP_DB) -> list[str]:
@@ -325,20 +326,19 @@ def gate(results, baseline: dict, max_drop_db: float = DEFAULT_MAX_DROP_DB) -> l
     before = {(r["case"], r["core"]): r for r in baseline.get("results", [])}
     changes = []
     for result in results:
-        old = before.get((result.case, result.core))
-        if old is None:
+        old, now = before.get((result.case, result.core)), result.accuracy
+        if old is None or now is None:  # a case not in the baseline, or not measured now: no figures to compare
             continue
         worse = []
-        if old.get("accuracy_db") is not None and result.accuracy_db is not None \
-                and old["accuracy_db"] - result.accuracy_db > max_drop_db:
-            worse.append(f"SQNR against the float model {old['accuracy_db']:g} -> {result.accuracy_db:g} dB "
-                         f"({result.accuracy_db - old['accuracy_db']:+.2f} dB)")
-        agreed, agrees = _agreements(old.get("top1")), _agreements(result.top1)
+        if old.get("accuracy_db") is not None and now.db is not None and old["accuracy_db"] - now.db > max_drop_db:
+            worse.append(f"SQNR against the float model {old['accuracy_db']:g} -> {now.db:g} dB "
+                         f"({now.db - old['accuracy_db']:+.2f} dB)")
+        agreed, agrees = _agreements(old.get("top1")), _agreements(now.top1)
         if agreed is not None and agrees is not None and agrees < agreed:
-            worse.append(f"top-1 agrees with the float model {old['top1']} -> {result.top1}")
+            worse.append(f"top-1 agrees with the float model {old['top1']} -> {now.top1}")
         if not worse:
             continue
-        line = "; ".join(worse) + _blame(old.get("accuracy_points") or [], result.accuracy_points)
+        line = "; ".join(worse) + _blame(old.get("accuracy_points") or [], now.points)
         # Recorded whatever the status: a case that failed another check lost accuracy too.
         result.failures.append(("degraded", line))
         if result.status in ("PASS", "SLOWER", "FASTER"):

@@ -61,10 +61,10 @@ def cross_core(results: list[CaseResult], cases: dict[str, case_registry.Case]) 
     """The cross-core check of every case that ran on two or more cores."""
     checks = []
     for name in dict.fromkeys(r.case for r in results):
-        rows = [r for r in results if r.case == name and r.outputs]
+        rows = [r for r in results if r.case == name and r.compare and r.compare.outputs]
         if len(rows) >= 2:
             case = cases.get(name)
-            found = check(name, {r.core: r.outputs for r in rows}, case.cross_core if case else "")
+            found = check(name, {r.core: r.compare.outputs for r in rows if r.compare}, case.cross_core if case else "")
             if not found.agree and not found.expected:
                 _explain_cross_core(found, rows, case)
             checks.append(found)
@@ -75,12 +75,12 @@ def _explain_cross_core(check: CrossCore, rows: list[CaseResult], case) -> None:
     """Cores that disagree while each computes what its own integer reference predicts (the
     reference models each variant) differ by a known defect or by one not yet recorded;
     cores whose deviation from their reference is an expected failure are explained by it."""
-    off = [r for r in rows if r.max_lsb]
+    off = [r for r in rows if r.compare and r.compare.max_lsb]
     if not off:
         check.predicted = True
         # A known defect excuses only its own mechanism: the cores must agree once the M55's
         # Helium quantize loop rounds as the scalar one does.
-        agreed = {r.core: r.without_helium or digests(r.outputs) for r in rows}
+        agreed = {r.core: r.compare.without_helium or digests(r.compare.outputs) for r in rows if r.compare}
         check.mechanism = ("the cores agree without ExecuTorch's Helium loops" if len({tuple(d) for d in agreed.values()}) == 1
                            else "they disagree without ExecuTorch's Helium loops too")
         line = check.line()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from cortexm.report.results import Status
+from cortexm.report.results import Compare, Run, Semantic, Status
 
 SPLITTABLE = (Status.PASS, Status.NOT_RUN)  # a packed program with any other status is run case by case
 
@@ -50,16 +50,21 @@ def split(result, case) -> list:
     """The results of a packed program that passed, one per part."""
     owner = owners(Path(result.pte)) if result.pte else {}
     share = {stage: seconds / len(case.parts) for stage, seconds in result.seconds.items()}
+    # Each part's records of its own; the stages that judge the program whole (verify, memory...) it shares.
+    run, compare, semantic = result.run or Run(), result.compare or Compare(), result.semantic or Semantic()
     parts = []
     for j, name in enumerate(case.parts):
-        calls = [c for c in result.calls if owner.get(c[0]) == j]
-        points = [p for p in result.semantic_points if owner.get(p["call"]) == j]
-        stats = result.per_output[j] if j < len(result.per_output) else (None, None, None)
+        calls = [c for c in run.calls if owner.get(c[0]) == j]
+        points = [p for p in semantic.points if owner.get(p["call"]) == j]
+        stats = compare.per_output[j] if j < len(compare.per_output) else (None, None, None)
         parts.append(dataclasses.replace(
-            result, case=name, pack=case.name, outputs=result.outputs[j:j + 1], per_output=[stats],
-            max_lsb=stats[0], mismatches=stats[1], elements=stats[2], calls=calls,
-            instructions=sum(c[2] for c in calls) if calls else None, semantic_points=points,
-            semantic_lsb=max((p["max_lsb"] for p in points if p["max_lsb"] is not None), default=None),
-            without_helium=result.without_helium[j:j + 1] if result.without_helium else None,
+            result, case=name, pack=case.name,
+            run=dataclasses.replace(run, calls=calls, instructions=sum(c[2] for c in calls) if calls else None),
+            compare=dataclasses.replace(
+                compare, outputs=compare.outputs[j:j + 1], per_output=[stats], max_lsb=stats[0], mismatches=stats[1],
+                elements=stats[2], without_helium=compare.without_helium[j:j + 1] if compare.without_helium else None),
+            semantic=dataclasses.replace(
+                semantic, points=points,
+                lsb=max((p["max_lsb"] for p in points if p["max_lsb"] is not None), default=None)),
             seconds=dict(share), stages=list(result.stages), failures=[], findings=list(result.findings)))
     return parts

@@ -60,15 +60,15 @@ def gate(results, baseline: dict, threshold: float) -> list[Change]:
     before = {(r["case"], r["core"]): r for r in baseline.get("results", [])}
     changes = []
     for result in results:
-        old = before.get((result.case, result.core))
-        if old is None or not old.get("instructions") or not result.instructions:
+        old, run = before.get((result.case, result.core)), result.run
+        if old is None or not old.get("instructions") or run is None or not run.instructions:
             continue
-        ratio = result.instructions / old["instructions"] - 1
+        ratio = run.instructions / old["instructions"] - 1
         if abs(ratio) <= threshold:
             continue
         slower = ratio > 0
-        result.perf = (f"{old['instructions']:,} -> {result.instructions:,} instructions ({ratio:+.1%})"
-                       f"{_blame(old.get('calls') or [], result.calls, slower)}")
+        result.perf = (f"{old['instructions']:,} -> {run.instructions:,} instructions ({ratio:+.1%})"
+                       f"{_blame(old.get('calls') or [], run.calls, slower)}")
         if slower:  # recorded whatever the status, as every gate's failure
             result.failures.append(("slower", result.perf))
         if result.status == Status.PASS:
@@ -145,12 +145,12 @@ def program_gate(results, baseline: dict) -> list[Change]:
     before = {(r["case"], r["core"]): r for r in baseline.get("results", [])}
     changes = []
     for result in results:
-        old = (before.get((result.case, result.core)) or {}).get("pte_bytes")
-        if not old or not result.pte_bytes or result.pte_bytes <= old:
+        old, now = (before.get((result.case, result.core)) or {}).get("pte_bytes"), result.constants
+        if not old or now is None or not now.pte_bytes or now.pte_bytes <= old:
             continue
         dead = (before.get((result.case, result.core)) or {}).get("dead_bytes")
-        line = (f"program {old:,} -> {result.pte_bytes:,} B ({result.pte_bytes / old - 1:+.1%}); constant bytes no "
-                f"call reads {dead if dead is not None else '?'} -> {result.dead_bytes}")
+        line = (f"program {old:,} -> {now.pte_bytes:,} B ({now.pte_bytes / old - 1:+.1%}); constant bytes no "
+                f"call reads {dead if dead is not None else '?'} -> {now.dead_bytes}")
         result.failures.append(("larger", line))
         if result.status in (Status.PASS, Status.FASTER):
             result.status, result.reason = Status.LARGER, line
@@ -170,10 +170,10 @@ def per_mac(results) -> list[list]:
     limit] for every MAC-counted call of the results that were timed per call."""
     rows = []
     for r in results:
-        if not r.calls or not r.pte:
+        if not r.run or not r.run.calls or not r.pte:
             continue
         macs = call_macs(Path(r.pte))
-        for n, op, cost in r.calls:
+        for n, op, cost in r.run.calls:
             if macs.get(n):
                 limit = MAC_LIMIT.get(r.core)
                 rows.append([r.core, r.case, op.removeprefix("cortex_m::"), macs[n], cost, cost / macs[n],

@@ -5,7 +5,7 @@
 
     def test_mynet_on_m7(cortexm_check):
         result = cortexm_check(make, target="cortex-m7")
-        assert result.instructions < 5_000_000
+        assert result.run.instructions < 5_000_000
 
 The fixture exports the model for the core, verifies it (scratch and layout
 audit), runs it on the simulator and compares with the Python reference; a

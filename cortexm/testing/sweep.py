@@ -80,7 +80,8 @@ def run_sweep(op: str, cores, seed: int, count: int, out_dir: Path, simulators: 
             entries = tuple((f"sweep_{op}_{seed}_{i}", op, params) for i, params in batch)
             batch_results, batch_checks = _run(entries, cores, simulators, jobs, shard, progress)
             for result in batch_results:
-                result.outputs = []  # checked across cores: not kept
+                if result.compare:
+                    result.compare.outputs = []  # checked across cores: not kept
             results += batch_results
             checks += batch_checks
             for name, _op, params in entries:

@@ -127,8 +127,10 @@ def test_the_floor_falls_with_the_number_of_quantization_stages():
 
 class _Result:
     def __init__(self, case, core, db, top1, points, status="PASS"):
-        self.case, self.core, self.accuracy_db, self.top1 = case, core, db, top1
-        self.accuracy_points, self.status, self.reason, self.failures = points, status, "", []
+        from cortexm.report.results import Accuracy
+
+        self.case, self.core, self.accuracy = case, core, Accuracy(db, top1, points)
+        self.status, self.reason, self.failures = status, "", []
 
 
 def _points(*dbs):

@@ -142,7 +142,7 @@ def test_whole_suite_within_each_cases_tolerance(runners, name):
     target = core(name)
     options = app.Options(cores=[target], simulators={name: RunnerSimulator(target, "qemu", runners[name])})
     results = app.run(options)
-    differing = [f"{r.case} {r.max_lsb:g} LSB" for r in results if r.max_lsb]
+    differing = [f"{r.case} {r.compare.max_lsb:g} LSB" for r in results if r.compare and r.compare.max_lsb]
     print(f"{name}: cases that differ from the reference: {', '.join(differing) or 'none'}")
     assert [f"{r.case}: {r.status} {r.reason}" for r in results if r.failed] == []
 

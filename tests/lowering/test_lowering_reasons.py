@@ -211,19 +211,19 @@ def test_dead_weights_look_fixed_only_where_a_program_could_show_them(exported, 
     from cortexm.base import targets
     from cortexm.pte.bundle import Bundle
     from cortexm.report import summary
-    from cortexm.report.results import CaseResult
+    from cortexm.report.results import CaseResult, Constants
     from cortexm.testing.checks import constants
 
     measured = {}
     for case in ("linear", "conv2d"):
-        measured[case] = CaseResult(case, "cortex-m7")
-        constants.measure(Bundle.open(exported(case, "cortex-m7")), targets.core("cortex-m7"), measured[case])
-    assert not measured["linear"].dead_pattern and measured["linear"].dead_bytes == 0
-    assert measured["conv2d"].dead_pattern and measured["conv2d"].dead_bytes  # the defect, in the wheel
+        record, _, _ = constants.measure(Bundle.open(exported(case, "cortex-m7")), targets.core("cortex-m7"))
+        measured[case] = CaseResult(case, "cortex-m7", constants=record)
+    assert not measured["linear"].constants.dead_pattern and measured["linear"].constants.dead_bytes == 0
+    assert measured["conv2d"].constants.dead_pattern and measured["conv2d"].constants.dead_bytes  # the defect, in the wheel
     out = io.StringIO()
     monkeypatch.setattr(summary, "console", lambda: Console(file=out, width=400))
     summary._dead_constants([measured["linear"]])  # a linear on the M7: nothing to show the defect
     assert "looks fixed" not in out.getvalue() and "0 of" in out.getvalue()
-    fixed = CaseResult("conv2d", "cortex-m7", constant_bytes=832, dead_bytes=0, dead_pattern=True)
+    fixed = CaseResult("conv2d", "cortex-m7", constants=Constants(constant_bytes=832, dead_bytes=0, dead_pattern=True))
     summary._dead_constants([fixed])  # a convolution without the dead copy: the defect is gone
     assert "cortex_m dead weights looks fixed here" in out.getvalue()

@@ -323,7 +323,7 @@ def test_one_case_on_one_core_reads_its_program_and_sidecar_once(exported, monke
     monkeypatch.setattr(builtins, "open", counting_open)
     result = checks.check(get("conv2d_relu"), core("cortex-m7"), pte,
                           Options(cores=[core("cortex-m7")], simulators={"cortex-m7": "--sim none"}))
-    assert result.status == "NOT RUN" and result.verify == "ok", (result.status, result.reason)
+    assert result.status == "NOT RUN" and result.verify.verdict == "ok", (result.status, result.reason)
     assert reads == {"program": 1, "sidecar": 1}
 
 
@@ -355,8 +355,8 @@ def test_one_case_on_one_core_parses_its_program_once(exported, runners, monkeyp
     m7 = core("cortex-m7")
     simulator = RunnerSimulator(m7, "qemu", runners["cortex-m7"])
     result = checks.check(get("conv2d_relu"), m7, pte, Options(cores=[m7], simulators={m7.name: simulator}))
-    assert result.status == "PASS" and result.sim == "ok" and result.memory == "ok", (result.status, result.reason)
-    assert "compare" in result.stages and result.elements, result.stages
+    assert result.status == "PASS" and result.run.sim == "ok" and result.memory.verdict == "ok", (result.status, result.reason)
+    assert "compare" in result.stages and result.compare.elements, result.stages
     assert parses == {"program": 1, "isolated": 1}
 
 

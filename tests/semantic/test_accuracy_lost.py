@@ -90,7 +90,7 @@ def test_degraded_names_the_module_and_the_db_before_and_after(report):
     for p in earlier["accuracy_points"]:
         if p["module"] == "head":
             p["sqnr_db"] += 30
-    result = CaseResult(**{**row, "status": "PASS"})
+    result = CaseResult.from_row({**row, "status": "PASS"})
     [change] = accuracy.gate([result], {"results": [earlier]})
     head = next(p for p in row["accuracy_points"] if p["module"] == "head")
     assert result.status == "DEGRADED"

@@ -32,7 +32,7 @@ def test_off_by_one_kernel_is_caught_by_the_reference_and_across_cores(runners):
 
     assert {r.core: r.status for r in results} == {"cortex-m7": "FAIL", "cortex-m55": "PASS"}
     m7_result = next(r for r in results if r.core == "cortex-m7")
-    assert m7_result.max_lsb == 1 and m7_result.mismatches == 1
+    assert m7_result.compare.max_lsb == 1 and m7_result.compare.mismatches == 1
     assert m7_result.failures == [("compare", "max |diff| 1 LSB > tolerance 0 LSB (1/288 elements differ)")]
     [check] = crosscore.cross_core(results, {c.name: c for c in app.select_cases(options)})
     assert check.failed
@@ -52,8 +52,10 @@ def test_cross_core_groups_and_first_difference():
 
 
 def _rows(m7, m55, m55_without_helium):
-    rows = [app.CaseResult("q", "cortex-m7", max_lsb=0.0, outputs=m7),
-            app.CaseResult("q", "cortex-m55", max_lsb=0.0, outputs=m55, without_helium=m55_without_helium)]
+    from cortexm.report.results import Compare
+
+    rows = [app.CaseResult("q", "cortex-m7", compare=Compare(max_lsb=0.0, outputs=m7)),
+            app.CaseResult("q", "cortex-m55", compare=Compare(max_lsb=0.0, outputs=m55, without_helium=m55_without_helium))]
     [check] = crosscore.cross_core(rows, {})
     return check
 

@@ -16,10 +16,12 @@ SLOW_DISPATCH = Path(__file__).resolve().parents[1] / "firmware_perturbation" / 
 
 
 def _result(case="c", core="cortex-m7", instructions=1000, calls=None, status="PASS"):
-    r = app.CaseResult(case, core, status=status, instructions=instructions)
-    r.calls = calls if calls is not None else [[1, "cortex_m::quantize_per_tensor", 100], [2, "cortex_m::quantized_conv2d", 800],
-                                               [3, "cortex_m::dequantize_per_tensor", 100]]
-    return r
+    from cortexm.report.results import Run
+
+    return app.CaseResult(case, core, status=status, run=Run(
+        instructions=instructions,
+        calls=calls if calls is not None else [[1, "cortex_m::quantize_per_tensor", 100], [2, "cortex_m::quantized_conv2d", 800],
+                                               [3, "cortex_m::dequantize_per_tensor", 100]]))
 
 
 def _report(*results) -> dict:
@@ -87,13 +89,13 @@ def test_a_kernel_that_lost_its_fast_path_is_reported(runners):
     first = _run(runners["cortex-m7"], m7, "conv2d_1x1")
     again = _run(runners["cortex-m7"], m7, "conv2d_1x1")
     base = _report(*first)
-    assert all(r.status == "PASS" and r.calls for r in first)
+    assert all(r.status == "PASS" and r.run.calls for r in first)
     assert perf.gate(again, base, 0.0) == []  # exact counts: not even a 0 % threshold reports anything
 
     slow = build_runner(m7, options=BuildOptions(extra_sources=(str(SLOW_DISPATCH),),
                                                  link_options=("-Wl,--wrap=arm_convolve_wrapper_s8",)))
     slower = _run(slow, m7, "conv2d_1x1")
-    assert all(r.max_lsb == 0 for r in slower)  # bit-exact still
+    assert all(r.compare.max_lsb == 0 for r in slower)  # bit-exact still
     changes = perf.gate(slower, base, 0.05)
     assert changes and all(c.failed for c in changes)
     assert all("most in call " in c.line and "cortex_m::quantized_conv2d" in c.line for c in changes), changes

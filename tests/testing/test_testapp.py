@@ -234,7 +234,7 @@ def test_pytest_fixture(pytester):
 
         def test_mine(cortexm_check):
             result = cortexm_check(make, target="cortex-m55", sim="none")
-            assert result.verify == "ok"
+            assert result.verify.verdict == "ok"
         """
     )
     outcome = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")

@@ -7,6 +7,7 @@ of the points it reads."""
 from __future__ import annotations
 
 from cortexm.base.errors import CortexmError
+from cortexm.report.results import Accuracy
 from cortexm.testing.checks.context import Checking, fail
 
 
@@ -18,17 +19,18 @@ def stage(c: Checking) -> None:
     if not record:
         return
     result.stages.append("accuracy")
-    result.accuracy_db, result.top1 = accuracy.summary(record)
+    db, top1 = accuracy.summary(record)
+    found = result.accuracy = Accuracy(db, top1)
     calls = realinputs.calls_of(sidecar.semantic)
     points = [{**p, "call": calls.get(p["node"], (None, None))[0], "op": calls.get(p["node"], (None, None))[1]}
               for p in record.get("points", [])]
     modules = {call["instruction"]: str(call.get("module") or "")
                for call in sidecar.calls or [] if isinstance(call, dict) and isinstance(call.get("instruction"), int)}
     try:
-        result.accuracy_points = accuracy.with_inputs(points, c.bundle.program().plan(), modules)
+        found.points = accuracy.with_inputs(points, c.bundle.program().plan(), modules)
     except CortexmError:  # a program the reader refuses fails in its own stage; the points stay as recorded
-        result.accuracy_points = points
-    result.accuracy_real = realinputs.summary(record, calls)
+        found.points = points
+    found.real = realinputs.summary(record, calls)
     floor = accuracy.below_floor(record, sidecar.data)
     for line in realinputs.failures(record, sidecar.data, calls):
-        fail(result, "accuracy", line + (accuracy.lost_line(result.accuracy_points) if line == floor else ""))
+        fail(result, "accuracy", line + (accuracy.lost_line(found.points) if line == floor else ""))

@@ -36,7 +36,8 @@ class Checking:
         return self.bundle.sidecar
 
 
-# A stage: what it finds goes into the case's result.
+# A stage: what it finds goes into the case's result, as its own record (cortexm.report.results)
+# and its failures (fail).
 Stage = Callable[[Checking], None]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from cortexm.lowering import dialect
+from cortexm.report.results import Dialect
 from cortexm.testing.checks.context import Checking, fail
 
 
@@ -18,7 +19,7 @@ def stage(c: Checking) -> None:
         if golden.is_file():
             diff = dialect.compare(c.bundle.read(c.sidecar.dialect).decode(errors="replace"), golden)
             result.stages.append("dialect")
-            result.dialect = "ok" if diff is None else "DIFF"
+            result.dialect = Dialect("ok" if diff is None else "DIFF")
             if diff is not None:
                 fail(result, "dialect", f"lowered graph differs from {golden}", diff)
     result.seconds["dialect"] = time.perf_counter() - t

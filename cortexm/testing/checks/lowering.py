@@ -3,6 +3,7 @@ float as a failure of its own unless the case expects it (cortexm.checking.lower
 
 from __future__ import annotations
 
+from cortexm.report.results import Lowering
 from cortexm.testing.checks.context import Checking, fail
 
 
@@ -12,9 +13,9 @@ def stage(c: Checking) -> None:
     result = c.result
     result.stages.append("lowering")
     total, lowered, left = lowering.survey(c.bundle.program().plan(), c.bundle.sidecar)
-    result.lowered, result.left = [lowered, total], [call.as_dict() for call in left]
+    record = result.lowering = Lowering(lowered=[lowered, total], left=[call.as_dict() for call in left])
     line = lowering.failure_line(left, dict(c.case.float_ops))
-    result.lowering = "ok" if line is None else "FAIL"
+    record.verdict = "ok" if line is None else "FAIL"
     if line is not None:
         fail(result, "lowering", line, "\n".join(f"instruction {call.instruction} {call.op} ({call.where()}"
                                                  f"{', ' + call.source if call.source else ''}): {call.reason}"

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from cortexm.report.results import Memory
 from cortexm.testing.checks.context import Checking, fail, tail
 
 
@@ -34,7 +35,7 @@ def stage(c: Checking) -> None:
             fail(result, "memory", overruns[0] if overruns else outcome.failure if sanitizer else
                  f"{simulator.name} (isolated plan, fill {fill:#04x}): {outcome.failure}",
                  "\n".join(overruns[1:]) or tail(outcome.log))
-            result.memory = "FAIL"
+            result.memory = Memory("FAIL")
             return
         runs.append(outcome.outputs)
     result.seconds["memory"] = time.perf_counter() - t
@@ -42,7 +43,7 @@ def stage(c: Checking) -> None:
     if not same(runs[0], runs[1]):
         fail(result, "memory", f"the outputs change with what fills the planned buffers ({options.fills[0]:#04x} and "
                                f"{options.fills[1]:#04x}): a kernel reads memory nothing wrote")
-    elif result.outputs and not same(runs[0], result.outputs):
+    elif result.compare and result.compare.outputs and not same(runs[0], result.compare.outputs):
         fail(result, "memory", "the outputs with one buffer per tensor differ from the normal plan's: a kernel "
                                "reads or writes outside its buffers")
-    result.memory = "ok" if "memory" not in {s for s, _ in result.failures} else "FAIL"
+    result.memory = Memory("ok" if "memory" not in {s for s, _ in result.failures} else "FAIL")

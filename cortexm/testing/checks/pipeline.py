@@ -1,6 +1,6 @@
 """The stages of one case's checks, in order, as upstream ExecuTorch's pass manager lists its
 passes: each a function of the case's opened bundle and what earlier stages found
-(context.Checking), each leaving its verdict in the case's result. Then which known defects
+(context.Checking), each leaving its record and verdict in the case's result. Then which known defects
 explain a failure (XFAIL) or should have caused one (XPASS)."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from cortexm.base.targets import Core
 from cortexm.pte.bundle import Bundle
 from cortexm.pte.program import ExecutionPlan
 from cortexm.pte.tensors import reference_outputs
-from cortexm.report.results import Status
+from cortexm.report.results import Run, Status
 from cortexm.testing.checks.context import Checking, fail, tail
 
 
@@ -21,7 +21,7 @@ def stage(c: Checking) -> None:
     simulator = c.options.simulators.get(c.core.name)
     if simulator is None or isinstance(simulator, str):
         # What was never simulated is never a pass: it has its own status.
-        result.sim = "not run"
+        result.run = Run(sim="not run")
         why = f"not simulated: {simulator or 'no simulator'}"
         if result.status == Status.PASS:
             result.status, result.reason = Status.NOT_RUN, why
@@ -36,17 +36,17 @@ def stage(c: Checking) -> None:
     c.references = reference_outputs(c.bundle)
     outcome = c.outcome = simulator.run(c.bundle, c.core)
     result.seconds["run"] = time.perf_counter() - t
-    result.instructions, result.remembered = outcome.instructions, outcome.remembered
-    result.calls = call_costs(c.bundle.program().plan(), outcome.calls)
+    record = result.run = Run(instructions=outcome.instructions, remembered=outcome.remembered)
+    record.calls = call_costs(c.bundle.program().plan(), outcome.calls)
     if c.options.profile and not outcome.failure:
-        result.profile = _profile(c.bundle, c.core, simulator, outcome.log)
-    result.memory_use = _memory_use(outcome.log)
+        record.profile = _profile(c.bundle, c.core, simulator, outcome.log)
+    record.memory_use = _memory_use(outcome.log)
     if outcome.failure:
-        result.sim = "FAIL"
+        record.sim = "FAIL"
         fail(result, "run", f"{simulator.name}: {outcome.failure}", tail(outcome.log))
         c.done = True
         return
-    result.sim = "ok"
+    record.sim = "ok"
 
 
 def call_costs(plan: ExecutionPlan, costs: dict[int, int]) -> list[list]:

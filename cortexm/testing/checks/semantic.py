@@ -5,6 +5,7 @@ runner and the integer reference agree on it."""
 
 from __future__ import annotations
 
+from cortexm.report.results import Semantic
 from cortexm.testing.checks.context import Checking, fail
 
 
@@ -16,11 +17,12 @@ def stage(c: Checking) -> None:
         return
     result.stages.append("semantic")
     points = semantic.get("points", [])
-    result.semantic_lsb = max((p["max_lsb"] for p in points), default=None)
-    result.drift_lsb = max((d["max_lsb"] for d in semantic.get("drift", []) if d.get("max_lsb") is not None), default=None)
-    result.sqnr_db = min((f["sqnr_db"] for f in semantic.get("float", []) if f.get("sqnr_db") is not None), default=None)
-    result.semantic_points = [{k: p.get(k) for k in ("op", "call", "node", "max_lsb", "histogram")} for p in points]
+    record = result.semantic = Semantic(
+        lsb=max((p["max_lsb"] for p in points), default=None),
+        drift_lsb=max((d["max_lsb"] for d in semantic.get("drift", []) if d.get("max_lsb") is not None), default=None),
+        sqnr_db=min((f["sqnr_db"] for f in semantic.get("float", []) if f.get("sqnr_db") is not None), default=None),
+        points=[{k: p.get(k) for k in ("op", "call", "node", "max_lsb", "histogram")} for p in points])
     departures = judge.departures(semantic)
     for line, details in departures:
         fail(result, "semantic", line, details)
-    result.semantic = "FAIL" if departures else "ok"
+    record.verdict = "FAIL" if departures else "ok"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from cortexm.report.results import Verify
 from cortexm.testing.checks.context import Checking, fail
 
 
@@ -16,7 +17,7 @@ def stage(c: Checking) -> None:
     t = time.perf_counter()
     findings = verify_file(c.bundle.pte, c.options.library, c.core, lowering=False, bundle=c.bundle)
     problems = [f for f in findings if f.is_problem]
-    result.verify = "ok" if not problems else problems[0].status
+    result.verify = Verify("ok" if not problems else problems[0].status)
     for f in problems:
         fail(result, "verify", f.line())
     result.seconds["verify"] = time.perf_counter() - t
