@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 
 class Status(str, Enum):
@@ -223,6 +223,17 @@ class CaseResult:
     def failed(self) -> bool:
         return self.status in FAILED
 
+    if not TYPE_CHECKING:  # cortexm's own code reads the records, typed
+        def __getattr__(self, name: str):
+            """A report key that is now a record's field, read through it: what tests written
+            against the pytest fixture (`result.instructions`) read. The stages' own names
+            (verify, memory...) are the records."""
+            found = _FLAT_FIELDS.get(name)
+            if found is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            record, field_name = found
+            return getattr(self.__dict__.get(record) or RECORDS[record](), field_name)
+
     def row(self) -> dict:
         """The result as reports write it: flat, each record's fields under their keys (a stage
         that did not run: its record's defaults), the outputs left out."""
@@ -247,6 +258,8 @@ class CaseResult:
 
 # The keys of a row that records hold.
 _RECORD_KEYS = frozenset(key for kind in RECORDS.values() for key in kind.FLAT.values())
+# Report key -> (record, field), for the keys that are not a stage's own name.
+_FLAT_FIELDS = {key: (name, f) for name, kind in RECORDS.items() for f, key in kind.FLAT.items() if key not in RECORDS}
 
 
 @dataclass

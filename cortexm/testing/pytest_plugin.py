@@ -7,6 +7,10 @@
         result = cortexm_check(make, target="cortex-m7")
         assert result.run.instructions < 5_000_000
 
+The result holds a record per stage (`result.run`, `result.compare`...); the report's flat
+names read through them too (`result.instructions`, `result.max_lsb`), as tests written before
+the records did.
+
 The fixture exports the model for the core, verifies it (scratch and layout
 audit), runs it on the simulator and compares with the Python reference; a
 problem fails the test with the same one-line reason the test app prints. With
