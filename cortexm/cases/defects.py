@@ -283,6 +283,26 @@ CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN = KnownDefect(
               r"of its (\w+ / )*out\b|LSB",
 )
 
+_DEPTHWISE_CONV_S8_OPT = "Source/ConvolutionFunctions/arm_depthwise_conv_s8_opt.c"
+
+CMSIS_NN_DEPTHWISE_PADDED_ROWS = KnownDefect(
+    "CMSIS-NN depthwise padded rows",
+    "CMSIS-NN arm_depthwise_conv_s8_opt, the DSP path (ARM_MATH_DSP without MVE: the M4, M7, M33), fills its "
+    "im2col scratch with ker_y_start rows of zeros above the input and kernel_y - ker_y_end below it without "
+    "clamping either to the kernel's height: an output row whose window lies wholly in the vertical padding "
+    "(padding.h > kernel_h, dilation 1, one channel per input channel, batch 1) writes "
+    "(padding.h - kernel_h) * kernel_w * C * 2 bytes past the kernel_w * kernel_h * C * 2 its "
+    "get_buffer_size asks for (ExecuTorch sizes the scratch that way): 4 bytes past 2 for 1 channel, 1x1, "
+    "padding (3, 0); 12 past 12 for 3 channels, 2x1, padding (4, 0), on the M7 and the M4, into whatever "
+    "the memory plan put next. The MVE path clamps per element. In the pinned dbf45dbf and in CMSIS-NN main "
+    "99f736a6 (2026-07-15); not reported upstream as far as its issue tracker shows. Found by cortexm sweep",
+    component="cmsis-nn",
+    files=((_DEPTHWISE_CONV_S8_OPT, ("c2a642c34a1d3b5471e5a21448f79942b65342732367cd167e49ce5e7e54b601",)),),  # dbf45dbf, 99f736a6
+    stage="memory",
+    signature=r"quantized_depthwise_conv2d\S* \(instruction \d+\):? wrote \d+ bytes past the end of its (\w+ / )*scratch",
+    cores=("cortex-m4", "cortex-m7", "cortex-m33"),
+)
+
 _QUANTIZE_CPP = "backends/cortex_m/ops/op_quantize_per_tensor.cpp"
 _QUANTIZE_CPP_HASHES = ("b183eca344f814e12023d39d7faf381eaae8dbb10d8860020aeea0a648b176cf",)  # cff6f4dd
 

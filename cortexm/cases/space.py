@@ -266,6 +266,12 @@ def _reverse_conv(p: Params) -> bool:
     return max(p["stride"]) <= 2 and p["cin"] > 16
 
 
+def _padded_rows(p: Params) -> bool:
+    """A depthwise conv CMSIS-NN's DSP path runs with rows of its window wholly in the padding
+    (cortexm.cases.defects.CMSIS_NN_DEPTHWISE_PADDED_ROWS): taller padding than kernel."""
+    return p.get("batch", 1) == 1 and tuple(p["dilation"]) == (1, 1) and p["pad"][0] > p["k"][0]
+
+
 KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
     "transpose_conv2d": [
         (lambda p: p["pad"][0] % p["stride"][0] != 0 and not _reverse_conv(p), "CMSIS_NN_TRANSPOSE_CONV_ROWS"),
@@ -280,6 +286,11 @@ KNOWN_REGIONS: dict[str, list[tuple[Callable[[Params], bool], str]]] = {
     "conv2d": [
         (lambda p: p["cin"] == 1 and p["cout"] > 1 and p.get("batch", 1) == 1 and tuple(p["k"]) == (1, 1)
          and tuple(p["pad"]) == (0, 0) and tuple(p["dilation"]) == (1, 1), "EXECUTORCH_DEPTHWISE_ONE_CHANNEL_SCRATCH"),
+        # One input and one output channel: lowered as a depthwise conv of multiplier 1.
+        (lambda p: p["cin"] == 1 and p["cout"] == 1 and _padded_rows(p), "CMSIS_NN_DEPTHWISE_PADDED_ROWS"),
+    ],
+    "depthwise_conv2d": [
+        (lambda p: p["mult"] == 1 and _padded_rows(p), "CMSIS_NN_DEPTHWISE_PADDED_ROWS"),
     ],
     # One channel laid out channels-last (the example input as drawn; crafted data is contiguous)
     # gets the dim order (0, 2, 1, 3) (ExecuTorch #22520), and the portable clamp of an activation

@@ -87,3 +87,36 @@ def test_transposed_conv_scratch_overrun_is_named(runners):
         assert memory and re.fullmatch(r"call \d+ cortex_m::quantized_transpose_conv2d\.out \(instruction \d+\) wrote "
                                        r"64 bytes past the end of its scratch \(576 B\)", memory[0]), result.failures
         assert result.status == "XFAIL" and result.reason.startswith("CMSIS-NN PR #243")
+
+
+def _padded_rows_overrun(c: int, k: tuple[int, int], pad: int) -> int:
+    """Bytes arm_depthwise_conv_s8_opt's DSP path writes past its scratch for the first output
+    row (stride 1), from its source: ker_y_start = pad rows of kernel_w * C int16 zeros, where
+    get_buffer_size asked for kernel_h of them."""
+    return (pad - k[0]) * k[1] * c * 2
+
+
+def test_cmsis_nns_depthwise_padded_rows_overrun_is_caught_on_dsp_cores_only(runners):
+    """CMSIS-NN's DSP depthwise path writes past its scratch when the padding is taller than the
+    kernel (cortexm.cases.defects.CMSIS_NN_DEPTHWISE_PADDED_ROWS): the guard's byte count is the
+    one its source predicts, on the M7; the M55's MVE path stays inside."""
+    from cortexm.base.targets import core
+    from cortexm.cases import defects, space
+    from cortexm.testing.simulate import RunnerSimulator
+
+    floors = {"stride": (1, 1), "dilation": (1, 1), "bias": True, "act": "none", "range": (-1.0, 1.0), "seed": 3}
+    samples = (("padded_rows_one_channel", "conv2d", dict(floors, h=1, w=1, cin=1, cout=1, k=(1, 1), pad=(3, 0))),
+               ("padded_rows_three_channels", "depthwise_conv2d", dict(floors, h=2, w=3, cin=3, mult=1, k=(2, 1), pad=(4, 0))))
+    assert all(space.known_defects(op, p) == ("CMSIS_NN_DEPTHWISE_PADDED_ROWS",) for _, op, p in samples)
+    cores = [core("cortex-m7"), core("cortex-m55")]
+    options = app.Options(cores=cores, samples=samples, grid="none",
+                          simulators={c.name: RunnerSimulator(c, "qemu", runners[c.name]) for c in cores})
+    results = {(r.case, r.core): r for r in app.run(options)}
+    for name, _, p in samples:
+        m7, m55 = results[(name, "cortex-m7")], results[(name, "cortex-m55")]
+        assert (m7.status, m55.status) == ("XFAIL", "PASS"), (m7.failures, m55.failures)
+        assert m7.reason.startswith(defects.CMSIS_NN_DEPTHWISE_PADDED_ROWS.name)
+        [(stage, line)] = m7.failures
+        written = int(re.search(r"wrote (\d+) bytes past the end of its scratch", line).group(1))
+        assert stage == "memory" and written == _padded_rows_overrun(p.get("cin", 1), p["k"], p["pad"][0]), line
+        assert m7.compare.max_lsb == 0  # the outputs are right: only the guard sees it
