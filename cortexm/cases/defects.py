@@ -297,7 +297,8 @@ CMSIS_NN_DEPTHWISE_PADDED_ROWS = KnownDefect(
     "the memory plan put next. The MVE path clamps per element. In the pinned dbf45dbf and in CMSIS-NN main "
     "99f736a6 (2026-07-15); not reported upstream as far as its issue tracker shows. Found by cortexm sweep",
     component="cmsis-nn",
-    files=((_DEPTHWISE_CONV_S8_OPT, ("c2a642c34a1d3b5471e5a21448f79942b65342732367cd167e49ce5e7e54b601",)),),  # dbf45dbf, 99f736a6
+    files=((_DEPTHWISE_CONV_S8_OPT,
+            ("c2a642c34a1d3b5471e5a21448f79942b65342732367cd167e49ce5e7e54b601",)),),  # dbf45dbf, 99f736a6
     stage="memory",
     signature=r"quantized_depthwise_conv2d\S* \(instruction \d+\):? wrote \d+ bytes past the end of its (\w+ / )*scratch",
     cores=("cortex-m4", "cortex-m7", "cortex-m33"),
