@@ -160,6 +160,13 @@ def symbols_sha256(path: Path, symbols: str) -> str | None:
     return hashlib.sha256("\n".join(ast.dump(defined[name]) for name in wanted).encode()).hexdigest()
 
 
+def _written_past(operator: str, argument: str) -> str:
+    """The memory oracle's line for a call of `operator` that wrote past the end of its
+    `argument`: the guard on a core, or AddressSanitizer on the host."""
+    return (rf"{operator}\S* \(instruction \d+\):? (wrote \d+ bytes|write of \d+ B \d+ B) past the end "
+            rf"of its (\w+ / )*{argument}")
+
+
 _TRANSPOSE_CONV_S8 = "Source/ConvolutionFunctions/arm_transpose_conv_s8.c"
 _TRANSPOSE_CONV_BUFFER = "Source/ConvolutionFunctions/arm_transpose_conv_get_buffer_sizes_s8.c"
 
@@ -186,8 +193,7 @@ CMSIS_NN_TRANSPOSE_CONV_SCRATCH = KnownDefect(
             ("4e16d2e9e448adfb839c5aaff67463de8309629629d61603484fad638628458d",)),),  # dbf45dbf, 4a8f5b5d
     stage=("memory", "compare"),
     # The guard on a core, AddressSanitizer on the host, or (without either) the damage.
-    signature=r"quantized_transpose_conv2d\S* \(instruction \d+\):? (wrote \d+ bytes|write of \d+ B \d+ B) past the end "
-              r"of its (\w+ / )*scratch|LSB",
+    signature=_written_past("quantized_transpose_conv2d", "scratch") + "|LSB",
 )
 
 EXECUTORCH_MATMUL_CONSTANT = KnownDefect(
@@ -279,8 +285,7 @@ CMSIS_NN_TRANSPOSE_CONV_ROW_OVERRUN = KnownDefect(
     # The guard on a core; on the host AddressSanitizer, also in the normal plan's run (its
     # arena is one allocation, so the call's arguments share a buffer).
     stage=("memory", "compare", "run"),
-    signature=r"quantized_transpose_conv2d\S* \(instruction \d+\):? (wrote \d+ bytes|write of \d+ B \d+ B) past the end "
-              r"of its (\w+ / )*out\b|LSB",
+    signature=_written_past("quantized_transpose_conv2d", r"out\b") + "|LSB",
 )
 
 _DEPTHWISE_CONV_S8_OPT = "Source/ConvolutionFunctions/arm_depthwise_conv_s8_opt.c"
@@ -300,7 +305,7 @@ CMSIS_NN_DEPTHWISE_PADDED_ROWS = KnownDefect(
     files=((_DEPTHWISE_CONV_S8_OPT,
             ("c2a642c34a1d3b5471e5a21448f79942b65342732367cd167e49ce5e7e54b601",)),),  # dbf45dbf, 99f736a6
     stage="memory",
-    signature=r"quantized_depthwise_conv2d\S* \(instruction \d+\):? wrote \d+ bytes past the end of its (\w+ / )*scratch",
+    signature=_written_past("quantized_depthwise_conv2d", "scratch"),
     cores=("cortex-m4", "cortex-m7", "cortex-m33"),
 )
 
